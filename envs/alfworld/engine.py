@@ -1,0 +1,192 @@
+"""A faster drop-in for TextWorld's PddlEnv, with the same text and game semantics.
+
+Why: stock PddlEnv spends most of a step re-deriving every admissible command through the
+context-sensitive grammar (a TatSu parse plus deep copies per command) and most of a reset
+translating PDDL to SAS twice (once for a planner we never call). Here:
+  * PDDL->SAS translations and parsed game logics are cached per content (LRU, per process), so
+    resetting the same game again (the G copies of a GRPO group) costs only fast-downward's load;
+  * the derived text of each command is cached per (action, arguments): ALFRED command templates
+    only read the action's arguments and static facts (receptacleAtLocation), so this is exact;
+  * no SAS for replanning is built (`policy_commands` is not supported by this engine);
+  * fast-downward's translator overwrites sys.argv (pitfall P2); we restore it.
+Everything else (observations, admissible commands, won, feedback) is PddlEnv's own code path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections import OrderedDict
+from copy import deepcopy
+
+import fast_downward
+import textworld
+import textworld.logic
+from textworld.core import GameState
+from textworld.envs.pddl import logic as pddl_logic
+from textworld.envs.pddl import textgen
+from textworld.envs.pddl.pddl import PddlEnv
+
+_CACHE_SIZE = 64
+_TRANSLATIONS: "OrderedDict[str, tuple]" = OrderedDict()
+_LOGICS: "OrderedDict[str, pddl_logic.GameLogic]" = OrderedDict()
+_PARSED: dict = {}
+
+
+def _lru(cache: OrderedDict, key: str, build):
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    value = cache[key] = build()
+    while len(cache) > _CACHE_SIZE:
+        cache.popitem(last=False)
+    return value
+
+
+def _sha(*texts: str) -> str:
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def translate(domain: str, problem: str):
+    """(task, sas) for a PDDL problem, cached; keeps sys.argv intact (P2)."""
+    def build():
+        argv = list(sys.argv)
+        try:
+            return fast_downward.pddl2sas(domain, problem)
+        finally:
+            sys.argv[:] = argv
+    return _lru(_TRANSLATIONS, _sha(domain, problem), build)
+
+
+class CachedGrammar(textgen.ContextSensitiveGrammar):
+    """Same derivation as ContextSensitiveGrammar, but each start string is parsed once."""
+
+    def derive(self, start: str, context={}) -> str:
+        if start not in _PARSED:
+            _PARSED[start] = textgen._parse_and_convert(start, rule_name="symbols")
+        derivation = deepcopy(_PARSED[start])[::-1]
+        for symbol in derivation:
+            symbol.context = textgen.copy_context(context)
+        derived = []
+        while derivation:
+            symbol = derivation.pop()
+            if isinstance(symbol, textgen.TerminalSymbol):
+                derived.append(symbol)
+            elif isinstance(symbol, textgen.NonterminalSymbol):
+                derivation += self.replace(symbol)[::-1]
+            else:  # Conditional / Eval / List symbols
+                derivation += symbol.derive()[::-1]
+        return "".join(map(str, derived))
+
+
+def game_logic(domain: str, grammar: str) -> pddl_logic.GameLogic:
+    def build():
+        logic = pddl_logic.GameLogic(domain=domain, grammar=grammar)
+        logic.grammar.__class__ = CachedGrammar
+        return logic
+    return _lru(_LOGICS, _sha(domain, grammar), build)
+
+
+class _State(pddl_logic.PddlState):
+    """PddlState built from a cached translation, without the replanning SAS."""
+
+    def __init__(self, downward_lib, pddl_problem: str, logic, translation):
+        from collections import Counter, defaultdict
+        self._facts = defaultdict(set)
+        self._vars_by_name = {}
+        self._vars_by_type = defaultdict(set)
+        self._var_counts = Counter()
+        self._logic = logic
+        self.downward_lib = downward_lib
+        self.pddl_problem = pddl_problem
+        self.task, self.sas = translation
+        self._actions = {a.name: a for a in self.task.actions}
+        for type_ in self.task.types:
+            try:
+                logic.types.add(textworld.logic.Type(type_.name, type_.supertype_names))
+            except ValueError:
+                pass
+        downward_lib.load_sas(self.sas.encode("utf-8"))
+        self.name2type = {o.name: o.type_name for o in self.task.objects}
+        # Static facts come from the PDDL init; fluents from fast-downward's state (as PddlState does).
+        facts = []
+        for atom in self.task.init:
+            if isinstance(atom, fast_downward.translate.pddl.conditions.Atom) and atom.predicate != "=":
+                facts.append(textworld.logic.Proposition(
+                    atom.predicate, [textworld.logic.Variable(a, self.name2type[a]) for a in atom.args]))
+        self.add_facts(facts)
+        atoms = (pddl_logic.Atom * downward_lib.get_state_size())()
+        downward_lib.get_state(atoms)
+        self.add_facts([f for f in (a.get_fact(self.name2type) for a in atoms) if not f.is_negation])
+
+    def replan(self, infos):
+        raise NotImplementedError("FastPddlEnv does not build the replanning SAS; use textworld's PddlEnv")
+
+
+class FastPddlEnv(PddlEnv):
+    """PddlEnv with cached translation/logic and cached command texts (see module docstring)."""
+
+    def load(self, filename_or_data) -> None:
+        if isinstance(filename_or_data, str):
+            with open(filename_or_data) as f:
+                data = json.load(f)
+            self._game_file = filename_or_data
+        else:
+            data, self._game_file = filename_or_data, None
+        self._game_data = data
+        self.walkthrough = data.get("walkthrough", None)
+        self._logic = game_logic(data["pddl_domain"], data["grammar"])
+        self._translation = translate(data["pddl_domain"], data["pddl_problem"])
+        self._pddl_state = self._new_state()
+        self._entity_infos = self._get_entity_infos()
+        self._command_cache = {}
+
+    def _new_state(self) -> _State:
+        return _State(self.downward_lib, self._game_data["pddl_problem"], self._logic, self._translation)
+
+    def _gather_infos(self):
+        st, logic = self.state, self._logic
+        st["command_templates"] = sorted(set(a.template for a in logic.actions.values()))
+        st["won"] = self._pddl_state.check_goal()
+        st["lost"] = False
+        st["_entity_infos"] = dict(self._entity_infos)
+        st["_facts"] = list(self._pddl_state.facts)
+        if self.request_infos.facts:
+            st["facts"] = list(map(self._get_human_readable_fact, st["_facts"]))
+        st["last_action"] = None
+        st["_last_action"] = self._last_action
+        st["_valid_actions"] = list(self._pddl_state.all_applicable_actions())
+        mapping = {k: info.name for k, info in self._entity_infos.items()}
+        commands = []
+        for action in st["_valid_actions"]:
+            key = (action.name, tuple(sorted((ph.name, v.name) for ph, v in action.mapping.items())))
+            cmd = self._command_cache.get(key)
+            if cmd is None:
+                context = {"state": self._pddl_state, "facts": st["_facts"],
+                           "variables": {ph.name: self._entity_infos[v.name] for ph, v in action.mapping.items()},
+                           "mapping": action.mapping, "entity_infos": self._entity_infos}
+                action.command_template = logic.grammar.derive(action.command_template, context)
+                cmd = self._command_cache[key] = action.format_command(mapping)
+            commands.append(cmd)
+        st["_valid_commands"] = commands
+        st["admissible_commands"] = sorted(set(commands))
+        if self.request_infos.moves:
+            st["moves"] = self._moves
+
+    def reset(self):
+        self._pddl_state = self._new_state()
+        self.prev_state = None
+        self.state = GameState()
+        self._last_action = None
+        self._moves = 0
+        context = {"state": self._pddl_state, "facts": list(self._pddl_state.facts), "variables": {},
+                   "mapping": {}, "entity_infos": self._entity_infos}
+        self.state.feedback = self._logic.grammar.derive("#intro#", context)
+        self.state.raw = self.state.feedback
+        self._gather_infos()
+        return self.state

@@ -1,0 +1,313 @@
+"""OPIDConfig + OPID: the algorithm's typed settings and its training step.
+
+training_step (mirrors RLlib's PPO):
+  1. sample `tasks_per_iter` tasks; every env runner plays its share as groups of
+     `group_size` copies (analysis runs inside the runners, overlapped with the rollout);
+  2. outcome (GRPO) advantage per group on the driver: group statistics must be computed before
+     the batch is sharded over learners;
+  3. learner update (the connector pipeline adds skills, re-scores, combines advantages);
+  4. weight sync to the env runners; metrics and skill dumps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import numpy as np
+import ray
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
+from ray.rllib.core.learner.training_data import TrainingData
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    ENV_RUNNER_SAMPLING_TIMER,
+    LEARNER_RESULTS,
+    LEARNER_UPDATE_TIMER,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    SYNCH_WORKER_WEIGHTS_TIMER,
+    TIMERS,
+)
+
+from opid_rllib.advantages import OUTCOME_MODES, outcome_advantage, step_scores
+from opid_rllib.routing import ROUTING_MODES
+
+# Typed OPID settings: name -> (default, type). Defaults follow the reference's scripts
+# (opid_reference.md sections 5-6); the CPU examples in tuned_examples/ shrink sizes.
+OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
+    # LLM / rollout
+    "model": ("tiny", str), "dtype": ("float32", str), "generation_backend": ("hf", str),
+    "backend_kwargs": ({}, dict), "max_new_tokens": (512, int), "max_prompt_len": (2048, int),
+    "temperature": (1.0, float), "top_p": (1.0, float), "eval_temperature": (0.4, float),
+    "history_length": (5, int), "max_steps": (30, int), "enable_thinking": (False, bool),
+    "gradient_checkpointing": (False, bool), "score_micro_batch_size": (8, int),
+    # groups
+    "group_size": (8, int), "tasks_per_iter": (16, int), "train_task_fraction": (1.0, float),
+    # advantage
+    "outcome_adv_norm": ("mean_std", str), "outcome_adv_weight": (1.0, float),
+    "invalid_action_penalty": (0.1, float), "episode_skill_adv_weight": (0.001, float),
+    "step_skill_adv_weight": (0.001, float), "skill_routing": ("critical_first", str),
+    "normalize_teacher_adv": (False, bool), "clip_teacher_adv": (None, float),
+    "recompute_old_logp": (True, bool), "skills_in_rollout_prompt": (False, bool),
+    # loss
+    "clip_ratio_low": (0.2, float), "clip_ratio_high": (0.2, float), "dual_clip_c": (3.0, float),
+    "kl_coeff": (0.01, float), "entropy_coeff": (0.001, float), "opsd_loss_coeff": (0.0, float),
+    "micro_batch_size": (8, int), "weight_decay": (0.01, float),
+    # analyzer
+    "analyzer": ("hindsight", str), "analyzer_config": ({}, dict), "analyzer_num_workers": (8, int),
+    "max_step_skills_per_traj": (5, int), "failed_only": (False, bool), "dump_skills": (True, bool),
+}
+ANALYZERS = ("hindsight", "openai", "azure", "none")
+
+
+class OPIDConfig(AlgorithmConfig):
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class or OPID)
+        for k, (v, _) in OPID_DEFAULTS.items():
+            setattr(self, k, dict(v) if isinstance(v, dict) else v)
+        self.lr = 1e-6
+        self.gamma = 0.95
+        self.grad_clip = 1.0
+        self.grad_clip_by = "global_norm"
+        self.num_epochs = 1
+        self.minibatch_size = None
+        self.env = "alfworld"
+        self.num_env_runners = 0
+        self.add_default_connectors_to_learner_pipeline = False
+        self.add_default_connectors_to_env_to_module_pipeline = False
+        self.add_default_connectors_to_module_to_env_pipeline = False
+        from opid_rllib.env_runner import GroupedTextEnvRunner
+
+        self.env_runner_cls = GroupedTextEnvRunner
+
+    # ---- builder methods ----------------------------------------------------------------
+    def _set(self, **kw) -> "OPIDConfig":
+        for k, v in kw.items():
+            if v is NotProvided:
+                continue
+            if k not in OPID_DEFAULTS:
+                raise TypeError(f"unknown OPID setting {k!r}")
+            setattr(self, k, v)
+        return self
+
+    def training(self, **kw) -> "OPIDConfig":
+        ours = {k: kw.pop(k) for k in list(kw) if k in OPID_DEFAULTS}
+        super().training(**kw)
+        return self._set(**ours)
+
+    def llm(self, **kw) -> "OPIDConfig":
+        """Model and rollout settings: model, dtype, generation_backend, max_new_tokens, ..."""
+        return self._set(**kw)
+
+    def analyzer_settings(self, **kw) -> "OPIDConfig":
+        """analyzer (hindsight|openai|none), analyzer_config, analyzer_num_workers, ..."""
+        return self._set(**kw)
+
+    # ---- validation ---------------------------------------------------------------------
+    def validate(self) -> None:
+        super().validate()
+        errors = []
+        for k, (default, typ) in OPID_DEFAULTS.items():
+            v = getattr(self, k)
+            if v is None and default is None:
+                continue
+            if typ is float and isinstance(v, int) and not isinstance(v, bool):
+                continue
+            if not isinstance(v, typ):
+                errors.append(f"{k}={v!r}: expected {typ.__name__}")
+        checks = [
+            ("outcome_adv_norm", self.outcome_adv_norm in OUTCOME_MODES, f"one of {OUTCOME_MODES}"),
+            ("skill_routing", self.skill_routing in ROUTING_MODES, f"one of {ROUTING_MODES}"),
+            ("analyzer", self.analyzer in ANALYZERS, f"one of {ANALYZERS}"),
+            ("group_size", isinstance(self.group_size, int) and self.group_size >= 1, "an int >= 1 (8 in the paper)"),
+            ("tasks_per_iter", isinstance(self.tasks_per_iter, int) and self.tasks_per_iter >= 1, "an int >= 1"),
+            ("train_task_fraction", 0 < float(self.train_task_fraction) <= 1, "in (0, 1]"),
+            ("episode_skill_adv_weight", float(self.episode_skill_adv_weight) >= 0, ">= 0"),
+            ("step_skill_adv_weight", float(self.step_skill_adv_weight) >= 0, ">= 0"),
+            ("max_step_skills_per_traj", int(self.max_step_skills_per_traj) >= 0, ">= 0"),
+            ("clip_ratio_low", 0 < float(self.clip_ratio_low) < 1, "in (0, 1)"),
+            ("clip_ratio_high", float(self.clip_ratio_high) > 0, "> 0"),
+            ("dual_clip_c", self.dual_clip_c is None or float(self.dual_clip_c) > 1, "> 1 or None"),
+            ("max_new_tokens", int(self.max_new_tokens) >= 1, ">= 1"),
+            ("max_prompt_len", int(self.max_prompt_len) >= 16, ">= 16"),
+            ("micro_batch_size", int(self.micro_batch_size) >= 1, ">= 1"),
+            ("generation_backend", self.generation_backend in ("hf", "vllm"), "'hf' or 'vllm'"),
+            ("minibatch_size", self.minibatch_size is None, "None (OPID updates on the whole batch, micro-batched)"),
+        ]
+        errors += [f"{name}={getattr(self, name)!r}: must be {want}" for name, ok, want in checks if not ok]
+        if self.num_learners > 1 and self.tasks_per_iter < self.num_learners:
+            errors.append(f"tasks_per_iter={self.tasks_per_iter}: must be >= num_learners={self.num_learners} "
+                          "(groups are never split across learners)")
+        if errors:
+            raise ValueError("Invalid OPIDConfig:\n  " + "\n  ".join(errors))
+
+    # ---- what the RLlib machinery asks for ---------------------------------------------
+    @property
+    def _model_config_auto_includes(self) -> dict[str, Any]:
+        from opid_rllib.models import resolve_model
+
+        return {"model_path": str(resolve_model(self.model)), "dtype": self.dtype,
+                "generation_backend": self.generation_backend, "backend_kwargs": dict(self.backend_kwargs),
+                "max_new_tokens": self.max_new_tokens, "max_prompt_len": self.max_prompt_len,
+                "temperature": self.temperature, "top_p": self.top_p, "enable_thinking": self.enable_thinking,
+                "gradient_checkpointing": self.gradient_checkpointing,
+                "score_micro_batch_size": self.score_micro_batch_size}
+
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        from envs.base import text_space
+        from opid_rllib.rl_module import LLMRLModule
+
+        return RLModuleSpec(module_class=LLMRLModule, observation_space=text_space(), action_space=text_space())
+
+    def get_default_learner_class(self):
+        from opid_rllib.learner import OPIDTorchLearner
+
+        return OPIDTorchLearner
+
+    def build_learner_connector(self, input_observation_space, input_action_space, device=None):
+        from ray.rllib.connectors.learner import LearnerConnectorPipeline
+
+        from opid_rllib.connectors import opid_learner_connectors
+
+        return LearnerConnectorPipeline(connectors=opid_learner_connectors(self),
+                                        input_observation_space=input_observation_space,
+                                        input_action_space=input_action_space)
+
+    def opid_runner_settings(self) -> dict[str, Any]:
+        keys = ("group_size", "tasks_per_iter", "temperature", "eval_temperature", "history_length", "max_steps",
+                "max_new_tokens", "analyzer", "analyzer_config", "analyzer_num_workers", "max_step_skills_per_traj",
+                "failed_only", "skills_in_rollout_prompt", "gamma")
+        return {k: getattr(self, k) for k in keys}
+
+
+class OPID(Algorithm):
+    @classmethod
+    def get_default_config(cls) -> OPIDConfig:
+        return OPIDConfig()
+
+    def setup(self, config) -> None:
+        super().setup(config)
+        import envs
+
+        cfg = self.config
+        probe = envs.make(cfg.env, **dict(cfg.env_config))
+        ids = list(probe.task_ids())
+        probe.close()
+        rng = np.random.default_rng(cfg.seed if cfg.seed is not None else 0)
+        if cfg.train_task_fraction < 1.0:  # the paper's sample-efficiency study: a fixed subset
+            keep = max(1, int(round(len(ids) * cfg.train_task_fraction)))
+            ids = sorted(rng.choice(ids, size=keep, replace=False).tolist())
+        self._train_task_ids = ids
+        self._task_rng = rng
+        self._skill_dump_dir = os.path.join(self.logdir, "opid_skills") if cfg.dump_skills else None
+
+    # ---- the training step --------------------------------------------------------------
+    def training_step(self) -> None:
+        cfg = self.config
+        tasks = [self._train_task_ids[int(i)]
+                 for i in self._task_rng.integers(len(self._train_task_ids), size=cfg.tasks_per_iter)]
+        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
+            episodes, runner_metrics = self._sample(tasks)
+            self.metrics.aggregate(runner_metrics, key=ENV_RUNNER_RESULTS)
+        if not episodes:
+            return
+        t0 = time.perf_counter()
+        self._attach_outcome_advantages(episodes)
+        self._log_rollout_metrics(episodes)
+        self.metrics.log_value(("opid", "timers", "outcome_adv_s"), time.perf_counter() - t0, window=1)
+        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+            learner_results = self.learner_group.update(
+                training_data=self._training_data(episodes),
+                timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
+                    (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)},
+                num_epochs=cfg.num_epochs)
+            self.metrics.aggregate(learner_results, key=LEARNER_RESULTS)
+        with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+            self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group,
+                                               inference_only=True)
+        if self._skill_dump_dir:
+            self._dump_skills(episodes)
+
+    def _sample(self, tasks):
+        group = self.env_runner_group
+        n_remote = group.num_remote_env_runners()
+        if n_remote == 0:
+            eps = group.local_env_runner.sample_groups(tasks)
+            return eps, [group.local_env_runner.get_metrics()]
+        shards = [tasks[i::n_remote] for i in range(n_remote)]
+        funcs = [(lambda r, s=s: r.sample_groups(s) if s else []) for s in shards]
+        results = group.foreach_env_runner(funcs, local_env_runner=False)
+        metrics = group.foreach_env_runner(lambda r: r.get_metrics(), local_env_runner=False)
+        return [e for eps in results for e in eps], metrics
+
+    def _attach_outcome_advantages(self, episodes) -> None:
+        """A_out per step-sample, GRPO group statistics over all steps of the group."""
+        cfg = self.config
+        scores, groups, owners = [], [], []
+        for k, ep in enumerate(episodes):
+            meta = ep.custom_data["opid"]
+            valid = np.asarray(ep.get_extra_model_outputs("format_valid"), bool)
+            scores.append(step_scores(float(sum(ep.get_rewards())), valid, cfg.invalid_action_penalty))
+            groups += [meta["group_id"]] * len(ep)
+            owners += [k] * len(ep)
+        adv = outcome_advantage(np.concatenate(scores), groups, cfg.outcome_adv_norm)
+        owners = np.asarray(owners)
+        for k, ep in enumerate(episodes):
+            ep.custom_data["opid"]["outcome_adv"] = adv[owners == k].astype(np.float32).tolist()
+
+    def _training_data(self, episodes) -> TrainingData:
+        n = max(1, self.config.num_learners)
+        if n == 1:
+            return TrainingData(episodes=episodes)
+        by_group: dict[str, list] = {}
+        for ep in episodes:
+            by_group.setdefault(ep.custom_data["opid"]["group_id"], []).append(ep)
+        shards: list[list] = [[] for _ in range(n)]
+        for gid in sorted(by_group, key=lambda g: -sum(len(e) for e in by_group[g])):
+            min(shards, key=lambda s: sum(len(e) for e in s)).extend(by_group[gid])  # whole groups, balanced
+        return TrainingData(episodes_refs=[ray.put(s) for s in shards])
+
+    def _log_rollout_metrics(self, episodes) -> None:
+        metas = [ep.custom_data["opid"] for ep in episodes]
+        won = np.asarray([m["won"] for m in metas], float)
+        log = lambda k, v: self.metrics.log_value(("opid", *k.split("/")), float(v), window=1)  # noqa: E731
+        log("success_rate", won.mean())
+        log("episode_len_mean", np.mean([len(ep) for ep in episodes]))
+        fv = np.concatenate([np.asarray(ep.get_extra_model_outputs("format_valid"), float) for ep in episodes])
+        log("format_valid_rate", fv.mean())
+        log("env_errors", sum(bool(m.get("env_error")) for m in metas))
+        for tt in sorted({m["task_type"] for m in metas}):
+            log(f"success_by_type/{tt}", np.mean([m["won"] for m in metas if m["task_type"] == tt]))
+
+    def _dump_skills(self, episodes) -> None:
+        os.makedirs(self._skill_dump_dir, exist_ok=True)
+        path = os.path.join(self._skill_dump_dir, f"iter_{self.iteration + 1:05d}.jsonl")
+        with open(path, "w") as f:
+            for ep in episodes:
+                m = ep.custom_data["opid"]
+                skills = m.get("skills") or {}
+                steps = skills.get("step_skills") or {}
+                routed = []
+                for i in range(len(ep)):
+                    st = steps.get(i) or steps.get(str(i))
+                    ok = bool(skills.get("episode_skill")) and not skills.get("error")
+                    routed.append("step" if (ok and st and self.config.step_skill_adv_weight > 0)
+                                  else ("episode" if ok and self.config.episode_skill_adv_weight > 0 else None))
+                f.write(json.dumps({"iteration": self.iteration + 1, "traj_id": m["traj_id"], "task_id": m["task_id"],
+                                    "task": m["task"], "task_type": m["task_type"], "won": m["won"],
+                                    "actions": [str(a) for a in ep.get_actions()],
+                                    "skills": skills, "routed": routed}) + "\n")
+
+    # ---- checkpoint: the task RNG too, so resume samples the same task stream -----------
+    def get_state(self, *args, **kwargs):
+        state = super().get_state(*args, **kwargs)
+        state["opid_task_rng"] = self._task_rng.bit_generator.state
+        return state
+
+    def set_state(self, state) -> None:
+        super().set_state(state)
+        if "opid_task_rng" in state:
+            self._task_rng.bit_generator.state = state["opid_task_rng"]

@@ -1,0 +1,292 @@
+"""Deterministic hindsight analyzer: skills from the finished trajectory and env ground truth.
+
+Why: it needs no API (CPU tests, offline runs, ablations, a baseline for the LLM analyzer) and is
+reproducible (same trajectory -> same skills). It uses what the env knows in hindsight:
+- success: the agent's own action sequence, compressed to the moves that mattered, as a workflow;
+- failure: avoidance rules (bad format, inadmissible commands, no-ops, loops, leaving the expert's
+  plan) plus the goal, the expert's first moves and ground-truth hints;
+- step skills: the earliest steps where the agent left the expert's plan (expert_actions[0]),
+  answered in a bad format, or (without an expert) looped / issued unusable commands.
+Action vocabulary hints cover ALFWorld ("go to", "take ... from ...") and WebShop ("search[...]",
+"click[...]"); anything else is treated generically.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from opid_rllib.analyzer.base import Analyzer, Skills, StepRecord, TrajectoryRecord
+
+MAX_WORKFLOW_ACTIONS = 14
+MAX_QUOTE_CHARS = 80
+MAX_HINT_CHARS = 160
+MAX_HINTS = 6
+
+_INSPECT = re.compile(r"^(look|inventory|examine\b|help\b|click\[(description|features|reviews|attributes)\])")
+_PAGINATE = re.compile(r"^click\[(next >|< prev)\]$")
+_RESET = re.compile(r"^click\[back to search\]$")
+_NAVIGATE = re.compile(r"^go to\b")
+_CONTAINER = re.compile(r"^(open|close)\b")
+_NOOP_OBS = re.compile(r"^\s*nothing happens", re.IGNORECASE)
+
+
+def _norm(action: str) -> str:
+    return " ".join((action or "").lower().split())
+
+
+def _quote(text: str) -> str:
+    t = " ".join((text or "").split())
+    return "'" + (t if len(t) <= MAX_QUOTE_CHARS else t[: MAX_QUOTE_CHARS - 3] + "...") + "'"
+
+
+def _imperative(action: str) -> str:
+    """'go to fridge 1' reads as a command; 'click[buy now]' needs a verb."""
+    a = " ".join(action.split())
+    return a if re.match(r"^[a-z][a-z ]*\b", a) and "[" not in a and "<" not in a else f"choose {_quote(a)}"
+
+
+def _task_phrase(task: str) -> str:
+    t = re.sub(r"(?i)^\s*(your (current )?task is( to)?:?|your question:)\s*", "", " ".join((task or "").split()))
+    return t.rstrip(" .") or "finish the task"
+
+
+def _join(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + ", then " + items[-1]
+
+
+@dataclass
+class _StepFacts:
+    step: StepRecord
+    invalid_format: bool = False
+    inadmissible: bool = False
+    noop: bool = False
+    repeat: bool = False
+    off_plan: bool = False
+    expert_next: str = ""
+    suggestion: str = ""         # closest admissible command when the command was inadmissible
+    tags: list[str] = field(default_factory=list)
+
+    @property
+    def wasted(self) -> bool:
+        return self.invalid_format or self.inadmissible or self.noop
+
+
+def _step_facts(traj: TrajectoryRecord) -> list[_StepFacts]:
+    facts: list[_StepFacts] = []
+    steps = traj.steps
+    for i, s in enumerate(steps):
+        a = _norm(s.action)
+        f = _StepFacts(step=s, invalid_format=not s.action_valid)
+        adm = [_norm(x) for x in s.admissible_actions]
+        if adm and a and a not in adm and not f.invalid_format:
+            f.inadmissible = True
+            close = difflib.get_close_matches(a, adm, n=1, cutoff=0.5)
+            f.suggestion = s.admissible_actions[adm.index(close[0])] if close else ""
+        if i + 1 < len(steps) and not f.invalid_format and s.reward <= 0:
+            nxt = steps[i + 1].observation
+            f.noop = bool(_NOOP_OBS.match(nxt)) or (nxt.strip() == s.observation.strip() and not _INSPECT.match(a))
+        prev = [_norm(p.action) for p in steps[max(0, i - 2) : i]]
+        f.repeat = bool(a) and a in prev and s.reward <= 0 and not _INSPECT.match(a)
+        if s.expert_actions:
+            f.expert_next = s.expert_actions[0]
+            f.off_plan = a != _norm(f.expert_next)
+        facts.append(f)
+    return facts
+
+
+def _compress(facts: list[_StepFacts]) -> list[tuple[int, str]]:
+    """The moves that mattered in a successful run, as (step index, action): drop wasted,
+    inspection, paging and detour moves; a 'go to'/'open' counts only if something useful
+    happens there before the next 'go to'."""
+    kept: list[tuple[int, str]] = []
+    for f in facts:
+        a = " ".join(f.step.action.split())
+        na = _norm(a)
+        if f.wasted or not na or _INSPECT.match(na) or _PAGINATE.match(na) or na.startswith("close "):
+            continue
+        if _RESET.match(na):  # the search segment before a reset did not lead anywhere
+            last = max((j for j, (_, k) in enumerate(kept) if _norm(k).startswith("search[")), default=0)
+            del kept[last:]
+            continue
+        if kept and _norm(kept[-1][1]) == na:
+            continue
+        kept.append((f.step.index, a))
+    out: list[tuple[int, str]] = []
+    for j, (idx, a) in enumerate(kept):
+        if _NAVIGATE.match(_norm(a)) or _CONTAINER.match(_norm(a)):
+            useful = j == len(kept) - 1
+            for _, b in kept[j + 1 :]:
+                if _NAVIGATE.match(_norm(b)):
+                    break
+                if not _CONTAINER.match(_norm(b)):
+                    useful = True
+                    break
+            if not useful:
+                continue
+        out.append((idx, a))
+    return out
+
+
+def _elide(actions: list[str]) -> list[str]:
+    if len(actions) <= MAX_WORKFLOW_ACTIONS:
+        return actions
+    half = MAX_WORKFLOW_ACTIONS // 2
+    return actions[:half] + ["..."] + actions[-half:]
+
+
+def _hints(ground_truth: dict[str, Any]) -> list[str]:
+    """Generic key/value hints from env facts (target attributes, gold answers, ...)."""
+    out: list[str] = []
+    for key in sorted(ground_truth)[:MAX_HINTS]:
+        value = ground_truth[key]
+        if value is None or value == "" or value == [] or value == {}:
+            continue
+        if isinstance(value, dict):
+            text = "; ".join(f"{k}: {v}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0])))
+        elif isinstance(value, (list, tuple, set)):
+            text = ", ".join(str(v) for v in (sorted(value, key=str) if isinstance(value, set) else value))
+        else:
+            text = str(value)
+        text = " ".join(text.split())
+        if len(text) > MAX_HINT_CHARS:
+            text = text[: MAX_HINT_CHARS - 3] + "..."
+        out.append(f"{str(key).replace('_', ' ')} = {text}")
+    return out
+
+
+class HindsightAnalyzer(Analyzer):
+    """Deterministic skills; see module doc."""
+
+    name = "hindsight"
+
+    def __init__(self, max_step_skills: int = 5):
+        super().__init__(max_step_skills=max_step_skills)
+
+    def _format_rule(self, env_name: str, action: str = "") -> str:
+        if "search" in (env_name or "").lower():
+            return ("Reply with <think>...</think> then exactly one <search>query</search> or "
+                    "<answer>answer</answer>.")
+        body = action if action else "one admissible action"
+        return f"Reply with <think>...</think> then <action>{body}</action>."
+
+    # ---- episode level --------------------------------------------------------------------
+    def _success_skill(self, traj: TrajectoryRecord, facts: list[_StepFacts]) -> str:
+        flow = _compress(facts)
+        actions = _elide([a for _, a in flow])
+        text = f"To {_task_phrase(traj.task)}: {_join(actions) or 'finish with the winning action'}."
+        used = {idx for idx, _ in flow}
+        detours = [f for f in facts if f.step.index not in used]
+        if detours:
+            text += (f" Skip the detours: {len(detours)} of {len(facts)} steps (e.g. "
+                     f"{_quote(detours[0].step.action)}) did not advance the task.")
+        return text
+
+    def _failure_skill(self, traj: TrajectoryRecord, facts: list[_StepFacts]) -> str:
+        n = len(facts)
+        bad_fmt = [f for f in facts if f.invalid_format]
+        inadm = [f for f in facts if f.inadmissible]
+        noops = [f for f in facts if f.noop]
+        loops = [f for f in facts if f.repeat]
+        off = [f for f in facts if f.off_plan]
+        rules: list[str] = []
+        if bad_fmt:
+            rules.append(f"{len(bad_fmt)} of {n} replies broke the format: "
+                         + self._format_rule(traj.env_name)[0].lower() + self._format_rule(traj.env_name)[1:])
+        if loops:
+            counts: dict[str, int] = {}
+            for f in loops:
+                counts[f.step.action] = counts.get(f.step.action, 0) + 1
+            worst = max(counts, key=lambda k: (counts[k], -list(counts).index(k)))
+            rules.append(f"Do not loop: {_quote(worst)} was repeated without progress; when an action "
+                         "changes nothing, take the next step toward the goal instead.")
+        if inadm:
+            rules.append(f"Use only commands from the admissible list ({_quote(inadm[0].step.action)} was not one).")
+        if noops:
+            rules.append(f"Warning sign: {_quote(noops[0].step.action)} had no effect "
+                         "(e.g. 'Nothing happens.'); change course right away.")
+        if off:
+            f = off[0]
+            rules.append(f"The episode left the good plan at step {f.step.index}: "
+                         f"{_quote(f.step.action)} instead of {_quote(f.expert_next)}.")
+        if not rules:
+            rules.append("No single bad move stands out: the agent ran out of steps, so move "
+                         "straight toward the goal and avoid exploring what is not needed.")
+        text = f"Goal: {_task_phrase(traj.task)}. Avoid these mistakes: " + " ".join(rules)
+        first_plan = traj.steps[0].expert_actions
+        if first_plan:
+            text += f" The expert's first moves: {_join([' '.join(a.split()) for a in first_plan[:4]])}."
+        hints = _hints(traj.ground_truth)
+        if hints:
+            text += " Check against: " + "; ".join(hints) + "."
+        return text
+
+    def _summary(self, traj: TrajectoryRecord, facts: list[_StepFacts], success: bool) -> str:
+        outcome = {True: "succeeded", False: "failed"}[success] if traj.success is not None else \
+            f"ended with reward {traj.episode_reward:g} (outcome unknown)"
+        parts = [f"The agent {outcome} on '{_task_phrase(traj.task)}' after {len(facts)} steps."]
+        counts = [(sum(f.invalid_format for f in facts), "invalid-format replies"),
+                  (sum(f.inadmissible for f in facts), "inadmissible commands"),
+                  (sum(f.noop for f in facts), "no-op actions"),
+                  (sum(f.repeat for f in facts), "repeated actions"),
+                  (sum(f.off_plan for f in facts), "off-plan actions")]
+        issues = [f"{c} {name}" for c, name in counts if c]
+        if issues:
+            parts.append("Issues: " + ", ".join(issues) + ".")
+        return " ".join(parts)
+
+    # ---- step level -----------------------------------------------------------------------
+    def _step_skill(self, traj: TrajectoryRecord, f: _StepFacts) -> tuple[str, str] | None:
+        """(kind, sentence) for one step, or None if the step needs no advice."""
+        if f.invalid_format:
+            return "format", self._format_rule(traj.env_name, f.expert_next if f.expert_next else "")
+        if f.off_plan:
+            return "plan", f"At this point, {_imperative(f.expert_next)} instead of {_quote(f.step.action)}."
+        if f.step.expert_actions:
+            return None  # on the expert's plan: nothing to correct
+        if f.inadmissible:
+            alt = f" such as {_quote(f.suggestion)}" if f.suggestion else ""
+            return "other", f"Issue a command from the admissible list{alt} instead of {_quote(f.step.action)}."
+        if f.repeat:
+            return "other", (f"Stop repeating {_quote(f.step.action)}; choose an admissible action "
+                             "you have not tried yet that moves toward the goal.")
+        if f.noop:
+            return "other", f"Do not {_quote(f.step.action)} here: it changes nothing; pick a different action."
+        return None
+
+    def _step_skills(self, traj: TrajectoryRecord, facts: list[_StepFacts], success: bool) -> dict[int, str]:
+        k = self.max_step_skills
+        found = [(f.step.index, *r) for f in facts if (r := self._step_skill(traj, f)) is not None]
+        # Earliest first, but leave room for plan deviations when format errors are frequent.
+        has_plan = any(kind == "plan" for _, kind, _ in found)
+        fmt_cap = max(1, k // 2) if has_plan else k
+        chosen: dict[int, str] = {}
+        n_fmt = 0
+        for idx, kind, text in found:
+            if len(chosen) >= k:
+                break
+            if kind == "format":
+                if n_fmt >= fmt_cap:
+                    continue
+                n_fmt += 1
+            chosen[idx] = text
+        hints = _hints(traj.ground_truth)
+        last = traj.steps[-1].index
+        if not success and hints and len(chosen) < k and last not in chosen and not traj.steps[-1].expert_actions:
+            chosen[last] = "Before you commit, make sure the result matches: " + "; ".join(hints) + "."
+        return dict(sorted(chosen.items()))
+
+    def _analyze(self, traj: TrajectoryRecord) -> Skills:
+        facts = _step_facts(traj)
+        success = bool(traj.success) if traj.success is not None else traj.episode_reward > 0
+        skill = self._success_skill(traj, facts) if success else self._failure_skill(traj, facts)
+        return Skills(
+            episode_summary=self._summary(traj, facts, success),
+            episode_skill=skill,
+            step_skills=self._step_skills(traj, facts, success),
+            attempts=1,
+        )

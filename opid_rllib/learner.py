@@ -1,0 +1,91 @@
+"""OPIDTorchLearner: token-level clipped PPO with KL to a frozen reference and an entropy bonus.
+
+The advantages (outcome + skill terms) arrive ready in the batch from the learner connector
+pipeline; this class only optimises. Long prompts fit because every minibatch is processed in
+micro-batches with gradient accumulation. With several learners, gradients are averaged with
+an explicit all-reduce after accumulation (not DDP's per-backward hooks), so learners holding
+different numbers of micro-batches never deadlock.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+
+from opid_rllib.connectors.common import policy_module
+from opid_rllib.losses import ppo_token_loss
+from opid_rllib.rl_module import DTYPES, response_logprobs
+
+
+class OPIDTorchLearner(TorchLearner):
+    def build(self) -> None:
+        super().build()
+        self._ref_model = None
+        if self.config.kl_coeff > 0:
+            from transformers import AutoModelForCausalLM
+
+            mc = self.config.model_config
+            self._ref_model = AutoModelForCausalLM.from_pretrained(
+                mc["model_path"], dtype=DTYPES[mc.get("dtype", "float32")])
+            self._ref_model.eval().requires_grad_(False)
+
+    def configure_optimizers_for_module(self, module_id, config=None) -> None:
+        module = self._module[module_id]
+        params = self.get_parameters(module)
+        optimizer = torch.optim.AdamW(params, weight_decay=self.config.weight_decay)
+        self.register_optimizer(module_id=module_id, optimizer=optimizer, params=params,
+                                lr_or_lr_schedule=self.config.lr)
+
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        n_tok = batch["response_mask"].sum().clamp(min=1.0)
+        loss_sum, _ = self._loss_sum(batch, fwd_out)
+        return loss_sum / n_tok
+
+    def _loss_sum(self, batch, fwd_out):
+        cfg = self.config
+        ref_logp = None
+        if self._ref_model is not None:
+            with torch.no_grad():
+                ref_logp, _ = response_logprobs(self._ref_model, batch["prompt_ids"], batch["prompt_len"],
+                                                batch["response_ids"], batch["response_len"],
+                                                temperature=cfg.model_config.get("temperature", 1.0))
+        return ppo_token_loss(
+            fwd_out["logp"], batch["old_logp"], batch["advantages"], batch["response_mask"],
+            entropy=fwd_out["entropy"], ref_logp=ref_logp, teacher_delta=batch.get("teacher_delta"),
+            clip_low=cfg.clip_ratio_low, clip_high=cfg.clip_ratio_high, dual_clip_c=cfg.dual_clip_c,
+            kl_coeff=cfg.kl_coeff, entropy_coeff=cfg.entropy_coeff, opsd_coeff=cfg.opsd_loss_coeff)
+
+    def _uncompiled_update(self, batch, **kwargs):
+        mid = DEFAULT_MODULE_ID
+        data = batch[mid]
+        module = policy_module(self.module)
+        n = int(data["response_ids"].shape[0])
+        mb = max(1, int(self.config.micro_batch_size))
+        n_tok = data["response_mask"].sum().clamp(min=1.0)
+        for optim in self._optimizer_parameters:
+            optim.zero_grad(set_to_none=True)
+        totals: dict[str, torch.Tensor] = {}
+        loss_total = torch.zeros(())
+        for s in range(0, n, mb):
+            sub = {k: v[s:s + mb] for k, v in data.items()}
+            fwd = module._forward_train(sub)
+            loss_sum, stats = self._loss_sum(sub, fwd)
+            (loss_sum / n_tok).backward()  # accumulate: token-mean over the whole minibatch
+            loss_total = loss_total + loss_sum.detach()
+            for k, v in stats.items():
+                totals[k] = totals.get(k, 0.0) + v
+        grads = {pid: p.grad for pid, p in self._params.items() if p.grad is not None}
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            world = dist.get_world_size()
+            for g in grads.values():
+                dist.all_reduce(g)
+                g.div_(world)
+        self.apply_gradients(self.postprocess_gradients(grads))
+        for k, v in totals.items():
+            self.metrics.log_value((mid, k), float(v / n_tok), window=1)
+        self.metrics.log_value((mid, "num_samples"), n, window=1)
+        self.metrics.log_value((mid, "num_response_tokens"), float(n_tok), window=1)
+        loss = loss_total / n_tok
+        return {}, {mid: loss}, {}

@@ -1,0 +1,61 @@
+"""The token-level policy loss, readable top to bottom (CleanRL style).
+
+Symbols: pi_theta current policy, pi_old the policy that sampled (theta_old), pi_ref the frozen
+initial policy, A_{i,l} the per-token advantage (outcome + weighted skill terms), m_{i,l} the
+response mask. Every term is summed over tokens here; the learner divides by the number of
+response tokens of the whole (mini)batch, i.e. token-mean aggregation as in verl.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def ppo_token_loss(
+    logp: torch.Tensor,         # log pi_theta(y_l | x, y_<l)          [B, L]
+    old_logp: torch.Tensor,     # log pi_old(y_l | ...)                [B, L]
+    adv: torch.Tensor,          # A_{i,l}                              [B, L]
+    mask: torch.Tensor,         # m_{i,l}                              [B, L]
+    *,
+    entropy: torch.Tensor | None = None,   # H(pi_theta(. | x, y_<l))  [B, L]
+    ref_logp: torch.Tensor | None = None,  # log pi_ref(y_l | ...)     [B, L]
+    teacher_delta: torch.Tensor | None = None,  # Delta for the OPSD term [B, L]
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    dual_clip_c: float | None = 3.0,
+    kl_coeff: float = 0.01,
+    entropy_coeff: float = 0.001,
+    opsd_coeff: float = 0.0,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Returns (sum over tokens of the loss, sums of diagnostics over tokens)."""
+    # r = pi_theta / pi_old, per token.
+    log_ratio = logp - old_logp
+    ratio = torch.exp(log_ratio)
+    # Clipped surrogate: max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)).
+    pg1 = -adv * ratio
+    pg2 = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    pg = torch.maximum(pg1, pg2)
+    clipped = (pg2 > pg1).float()
+    if dual_clip_c is not None:
+        # Dual clip (Ye et al. 2020): for A < 0 bound the loss by -A * c.
+        pg3 = -adv * dual_clip_c
+        pg = torch.where(adv < 0, torch.minimum(pg, pg3), pg)
+    loss = pg
+    stats = {"policy_loss": (pg * mask).sum(), "clip_frac": (clipped * mask).sum(),
+             "approx_kl_old": (0.5 * log_ratio.pow(2) * mask).sum()}
+    if entropy is not None and entropy_coeff:
+        # Entropy bonus: - beta_H * H.
+        loss = loss - entropy_coeff * entropy
+    if entropy is not None:
+        stats["entropy"] = (entropy.detach() * mask).sum()
+    if ref_logp is not None and kl_coeff:
+        # Low-variance KL estimator (k3): exp(ref - logp) - (ref - logp) - 1, clamped as in verl.
+        d = ref_logp - logp
+        kl = torch.clamp(torch.exp(d) - d - 1.0, min=-10.0, max=10.0)
+        loss = loss + kl_coeff * kl
+        stats["kl_ref"] = (kl.detach() * mask).sum()
+    if teacher_delta is not None and opsd_coeff:
+        # GRPO+OPSD: separate distillation term -c * Delta * log pi_theta (pull towards the
+        # skill-conditioned teacher on the policy's own samples).
+        loss = loss - opsd_coeff * teacher_delta * logp
+    return (loss * mask).sum(), {k: v.detach() for k, v in stats.items()}

@@ -1,0 +1,45 @@
+"""Per-step prompts, skill slots, action projection and chat wrapping (pure functions).
+
+Why pure: the env runner builds prompts while rolling out and the learner connector rebuilds
+the very same prompts with skills inserted for teacher re-scoring; both must agree byte for byte.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from opid_rllib.prompts import alfworld, searchqa, webshop
+from opid_rllib.prompts._common import TURN_ANCHOR
+from opid_rllib.prompts.chat import chat_prompt, truncate_left
+from opid_rllib.prompts.projection import project_action
+from opid_rllib.prompts.skills import insert_skills
+
+ENV_NAMES = ("alfworld", "webshop", "searchqa")
+_BUILDERS = {"alfworld": alfworld.build, "webshop": webshop.build, "searchqa": searchqa.build}
+
+
+def canonical_env_name(env_name: str) -> str:
+    """'alfworld', 'ALFWorld', 'opid/alfworld-v0' ... -> 'alfworld'."""
+    low = str(env_name).lower()
+    for name in ENV_NAMES:
+        if name in low:
+            return name
+    if "search" in low:
+        return "searchqa"
+    raise ValueError(f"env_name={env_name!r}: no prompt template; known: {', '.join(ENV_NAMES)}")
+
+
+def build_prompt(env_name: str, *, task: str, obs: str, history: Sequence[tuple[str, str]] = (),
+                 admissible: Sequence[str] | None = None, step: int = 0, history_length: int = 0) -> str:
+    """The single-turn user prompt for one env step.
+
+    history: (observation, executed action) pairs of earlier steps, oldest first; only the last
+    `history_length` are shown (<= 0: none). `step` = number of actions already taken.
+    """
+    build = _BUILDERS[canonical_env_name(env_name)]
+    return build(task=task, obs=obs, history=list(history or ()), admissible=list(admissible or ()),
+                 step=int(step), history_length=int(history_length))
+
+
+__all__ = ["ENV_NAMES", "TURN_ANCHOR", "build_prompt", "canonical_env_name", "chat_prompt",
+           "insert_skills", "project_action", "truncate_left"]

@@ -1,0 +1,73 @@
+"""Which skill(s) a step-sample is re-scored with (reference notes section 3).
+
+Per step t of a successfully analysed trajectory, with s_t = step_skills.get(t, ""):
+    critical_first (the reference's "step_priority", default):
+        use_step    = s_t non-empty and w_step > 0
+        use_episode = has_episode_skill and w_ep > 0 and not use_step
+        -> at most one skill per sample: step skill at critical steps, episode skill elsewhere.
+    additive:     episode and step decided independently; both deltas are added.
+    episode_only: episode skill only.
+    step_only:    step skill only.
+Trajectories without a (successful) analysis get no teacher signal: pass has_episode_skill=False
+and no step skills.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+ROUTING_MODES = ("critical_first", "additive", "episode_only", "step_only")
+
+
+@dataclass(frozen=True)
+class Route:
+    use_episode: bool
+    use_step: bool
+
+
+def route(
+    step_skill: Optional[str],
+    *,
+    has_episode_skill: bool,
+    mode: str,
+    w_ep: float,
+    w_step: float,
+) -> Route:
+    if mode not in ROUTING_MODES:
+        raise ValueError(f"skill_routing must be one of {ROUTING_MODES}, got {mode!r}")
+    # A step skill counts only if it has text (None / "" / whitespace = no skill at this step).
+    step_possible = bool(step_skill and step_skill.strip()) and w_step > 0
+    episode_possible = bool(has_episode_skill) and w_ep > 0
+
+    if mode == "critical_first":
+        return Route(use_episode=episode_possible and not step_possible, use_step=step_possible)
+    if mode == "additive":
+        return Route(use_episode=episode_possible, use_step=step_possible)
+    if mode == "episode_only":
+        return Route(use_episode=episode_possible, use_step=False)
+    return Route(use_episode=False, use_step=step_possible)  # step_only
+
+
+def route_trajectory(
+    num_steps: int,
+    episode_skill: Optional[str],
+    step_skills: Mapping[int, str],
+    *,
+    mode: str,
+    w_ep: float,
+    w_step: float,
+) -> list[Route]:
+    """Route every step t = 0..num_steps-1 of one trajectory."""
+    has_episode_skill = bool(episode_skill and episode_skill.strip())
+    step_skills = step_skills or {}
+    return [
+        route(
+            step_skills.get(t),
+            has_episode_skill=has_episode_skill,
+            mode=mode,
+            w_ep=w_ep,
+            w_step=w_step,
+        )
+        for t in range(num_steps)
+    ]
