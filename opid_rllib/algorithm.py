@@ -39,7 +39,7 @@ from opid_rllib.routing import ROUTING_MODES
 # (opid_reference.md sections 5-6); the CPU examples in tuned_examples/ shrink sizes.
 OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     # LLM / rollout
-    "model": ("tiny", str), "dtype": ("float32", str), "generation_backend": ("hf", str),
+    "llm_model": ("tiny", str), "dtype": ("float32", str), "generation_backend": ("hf", str),
     "backend_kwargs": ({}, dict), "max_new_tokens": (512, int), "max_prompt_len": (2048, int),
     "temperature": (1.0, float), "top_p": (1.0, float), "eval_temperature": (0.4, float),
     "history_length": (5, int), "max_steps": (30, int), "enable_thinking": (False, bool),
@@ -149,7 +149,7 @@ class OPIDConfig(AlgorithmConfig):
     def _model_config_auto_includes(self) -> dict[str, Any]:
         from opid_rllib.models import resolve_model
 
-        return {"model_path": str(resolve_model(self.model)), "dtype": self.dtype,
+        return {"model_path": str(resolve_model(self.llm_model)), "dtype": self.dtype,
                 "generation_backend": self.generation_backend, "backend_kwargs": dict(self.backend_kwargs),
                 "max_new_tokens": self.max_new_tokens, "max_prompt_len": self.max_prompt_len,
                 "temperature": self.temperature, "top_p": self.top_p, "enable_thinking": self.enable_thinking,

@@ -56,6 +56,7 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
     def __init__(self, *, config, **kwargs):
         self._envs: list = []
         self._analyzer_pool = None
+        self._analyzer_last: dict = {}
         self._skill_cache: dict[str, str] = {}  # task_id -> last episode skill (Skill-GRPO preset)
         super().__init__(config=config, **kwargs)
         self.settings = config.opid_runner_settings()
@@ -258,9 +259,11 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         m.log_value(("opid_runner", "sample_wall_s"), wall, reduce="sum")
         m.log_value(("opid_runner", "env_errors"), counts["env_errors"], reduce="sum")
         m.log_value(("opid_runner", "prompt_truncations"), counts["prompt_truncations"], reduce="sum")
-        if self._analyzer_pool is not None:
-            for k, v in self._analyzer_pool.pop_counters().items():
-                m.log_value(("analyzer", k), v, reduce="sum")
+        if self._analyzer_pool is not None:  # the pool's counters are cumulative: log this call's share
+            now = self._analyzer_pool.stats()
+            for k in ("calls", "errors", "total_latency_s"):
+                m.log_value(("analyzer", k), now[k] - self._analyzer_last.get(k, 0), reduce="sum")
+            self._analyzer_last = now
 
     def get_metrics(self):
         return self.metrics.reduce()

@@ -203,7 +203,9 @@ def _build_cached(final: Path, builder) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=final.name + ".tmp-", dir=final.parent))
     try:
         builder(tmp)
-        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; the cache is shared with other users/processes
+        os.chmod(tmp, 0o755)  # mkdtemp/safetensors make 0700/0600; the cache is shared
+        for f in tmp.iterdir():
+            os.chmod(f, 0o644)
         try:
             os.rename(tmp, final)
         except OSError:
@@ -293,11 +295,15 @@ def load_tokenizer(path):
 
 
 def load_model(path, dtype: str = "float32"):
-    """AutoModelForCausalLM in the given dtype (string, e.g. "float32", "bfloat16")."""
+    """AutoModelForCausalLM in the given dtype ("float32", "bfloat16"/"bf16", "auto", or a torch.dtype)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    if isinstance(dtype, str):
+        name = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32"}.get(dtype, dtype)
+        torch_dtype = name if name == "auto" else getattr(torch, name)
+    else:
+        torch_dtype = dtype
     return AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype)
 
 

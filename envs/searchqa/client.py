@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import threading
 from dataclasses import dataclass
@@ -71,13 +72,15 @@ class RetrieverClient:
 
     def _conn(self, fresh: bool) -> tuple[http.client.HTTPConnection, bool]:
         conn = getattr(self._local, "conn", None)
+        if getattr(self._local, "pid", None) != os.getpid():  # never share a socket with a forked parent
+            conn = None
         if conn is not None and not fresh:
             return conn, True
         if conn is not None:
             conn.close()
         cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
         conn = cls(self._host, self._port, timeout=self.timeout)
-        self._local.conn = conn
+        self._local.conn, self._local.pid = conn, os.getpid()
         return conn, False
 
     def _post(self, body: bytes) -> tuple[int, bytes]:

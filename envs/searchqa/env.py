@@ -38,7 +38,7 @@ class SearchQAEnv(TextEnv):
 
     def __init__(self, split: str = "train", max_steps: int | None = None, *, topk: int = 3,
                  retriever: Any = "http", retriever_url: str | None = None, data_file: str | None = None,
-                 corpus_file: str | None = None, timeout: float = 10.0, **kwargs: Any):
+                 corpus_file: str | None = None, timeout: float = 30.0, **kwargs: Any):
         super().__init__(split=split, max_steps=max_steps, **kwargs)
         self.topk = int(topk)
         if self.topk < 1:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterable, Sequence
@@ -72,6 +73,9 @@ def synthetic_docs(seed: int | None = None) -> list[dict]:
 def _make_handler(index: BM25Index):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive for clients that reuse connections
+        # Headers and body go out in two writes; with Nagle on, the client's delayed ACK
+        # stalls every reply by ~40 ms.
+        disable_nagle_algorithm = True
 
         def log_message(self, *args):  # no per-request stderr noise
             pass
@@ -151,8 +155,11 @@ def shared_index(corpus_file: str | None = None) -> BM25Index:
 
 
 def builtin_server_url(corpus_file: str | None = None) -> str:
-    """Start (once per process and corpus) the built-in server on 127.0.0.1 and return its URL."""
-    key = corpus_file or "synthetic"
+    """Start (once per process and corpus) the built-in server on 127.0.0.1 and return its URL.
+
+    Keyed by pid too: a forked child does not inherit the parent's serving thread.
+    """
+    key = f"{os.getpid()}:{corpus_file or 'synthetic'}"
     index = shared_index(corpus_file)
     with _LOCK:
         if key not in _SHARED:

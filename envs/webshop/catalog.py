@@ -152,6 +152,8 @@ PRICE_BOUNDS = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 120, 150, 200, 250, 300
 SYLLABLES = ["lu", "mo", "ra", "ve", "ni", "ko", "sa", "ta", "zen", "vi", "xo", "pa", "del", "mar", "ori", "qua"]
 FILLER = ["Backed by a 30 day return policy.", "Ships in simple recyclable packaging.",
           "Designed for everyday use at home or on the go.", "A thoughtful gift for friends and family."]
+BULLET_TAILS = ["tested by our quality team", "a customer favorite", "great value for the price",
+                "made with care", "trusted by thousands of buyers"]
 TEMPLATES = ["i need {attrs_and} {name}{opts}, and price lower than {price} dollars",
              "i am looking for {name} that is {attrs_and}{opts}, and price lower than {price} dollars",
              "find me {attrs_comma} {name}{opts}, and price lower than {price} dollars",
@@ -252,7 +254,7 @@ def _make_product(rng: _Rng, category: str, ptype: str, spec: tuple, brands: lis
     price = round(rng.uniform(lo, hi), 2)
     description = (f"This {ptype} by {brand} is {', '.join(attrs[:-1])} and {attrs[-1]}. "
                    f"{rng.choice(FILLER)}")
-    features = tuple([f"{a.upper()}: made to be {a}." for a in attrs] + [rng.choice(FILLER)])
+    features = tuple([f"{a.upper()} - {rng.choice(BULLET_TAILS)}." for a in attrs] + [rng.choice(FILLER)])
     return Product(_asin(rng, used), category, ptype, tuple(nouns), title, brand, attrs, options, price,
                    description, features)
 

@@ -142,11 +142,11 @@ class Analyzer:
                 if not isinstance(skills, Skills):
                     raise TypeError(f"{type(self).__name__}._analyze returned {type(skills).__name__}, not Skills")
         except Exception as exc:  # never raise: a failed analysis only costs teacher signal
-            skills = Skills(error=self._redact(short_error(exc)))
-            log.warning("%s analyzer failed on trajectory %s: %s", self.name,
+            skills = Skills(error=self._redact(f"{type(exc).__name__}: {exc}"))
+        if skills.error is not None:  # redact before shortening: a cut must not expose a key prefix
+            skills.error = short_error(self._redact(skills.error))
+            log.warning("%s analyzer: no skills for trajectory %s: %s", self.name,
                         getattr(traj, "traj_id", "?"), skills.error)
-        if skills.error is not None:
-            skills.error = self._redact(short_error(skills.error))
         if not skills.latency_s:
             skills.latency_s = time.monotonic() - t0
         return skills

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from opid_rllib.analyzer.base import Analyzer, Skills, StepRecord, TrajectoryRecord
@@ -69,7 +69,6 @@ class _StepFacts:
     off_plan: bool = False
     expert_next: str = ""
     suggestion: str = ""         # closest admissible command when the command was inadmissible
-    tags: list[str] = field(default_factory=list)
 
     @property
     def wasted(self) -> bool:
@@ -89,12 +88,15 @@ def _step_facts(traj: TrajectoryRecord) -> list[_StepFacts]:
             f.suggestion = s.admissible_actions[adm.index(close[0])] if close else ""
         if i + 1 < len(steps) and not f.invalid_format and s.reward <= 0:
             nxt = steps[i + 1].observation
-            f.noop = bool(_NOOP_OBS.match(nxt)) or (nxt.strip() == s.observation.strip() and not _INSPECT.match(a))
+            # Only an explicit "Nothing happens.": an unchanged page can be progress (WebShop options).
+            f.noop = bool(_NOOP_OBS.match(nxt))
         prev = [_norm(p.action) for p in steps[max(0, i - 2) : i]]
         f.repeat = bool(a) and a in prev and s.reward <= 0 and not _INSPECT.match(a)
         if s.expert_actions:
             f.expert_next = s.expert_actions[0]
             f.off_plan = a != _norm(f.expert_next)
+            if not f.off_plan:  # following the expert is never a loop or a detour
+                f.noop = f.repeat = False
         facts.append(f)
     return facts
 
@@ -193,30 +195,40 @@ class HindsightAnalyzer(Analyzer):
         noops = [f for f in facts if f.noop]
         loops = [f for f in facts if f.repeat]
         off = [f for f in facts if f.off_plan]
-        rules: list[str] = []
-        if bad_fmt:
-            rules.append(f"{len(bad_fmt)} of {n} replies broke the format: "
-                         + self._format_rule(traj.env_name)[0].lower() + self._format_rule(traj.env_name)[1:])
+        rules: list[tuple[int, str]] = []  # (how often, rule); the most frequent is the core mistake
+        if off:
+            f = off[0]
+            rules.append((len(off), f"leaving the good plan: at step {f.step.index} the agent chose "
+                                    f"{_quote(f.step.action)} instead of {_quote(f.expert_next)}."))
         if loops:
             counts: dict[str, int] = {}
             for f in loops:
                 counts[f.step.action] = counts.get(f.step.action, 0) + 1
             worst = max(counts, key=lambda k: (counts[k], -list(counts).index(k)))
-            rules.append(f"Do not loop: {_quote(worst)} was repeated without progress; when an action "
-                         "changes nothing, take the next step toward the goal instead.")
+            rules.append((len(loops), f"looping: {_quote(worst)} was repeated without progress; when an "
+                                      "action changes nothing, take the next step toward the goal instead."))
+        if bad_fmt:
+            rule = self._format_rule(traj.env_name)
+            rules.append((len(bad_fmt), f"broken format in {len(bad_fmt)} of {n} replies; always "
+                                        f"{rule[0].lower()}{rule[1:]}"))
         if inadm:
-            rules.append(f"Use only commands from the admissible list ({_quote(inadm[0].step.action)} was not one).")
+            rules.append((len(inadm), f"commands outside the admissible list (e.g. "
+                                      f"{_quote(inadm[0].step.action)}); use only listed commands."))
+        rules.sort(key=lambda r: -r[0])  # stable: ties keep the order above
+        if rules:
+            body = "Core mistake: " + rules[0][1] + "".join(
+                f" Also avoid {r}" for _, r in rules[1:])
+        else:
+            body = ("No single bad move stands out: the agent ran out of steps, so move straight "
+                    "toward the goal and skip exploration that is not needed.")
+        signs = []
         if noops:
-            rules.append(f"Warning sign: {_quote(noops[0].step.action)} had no effect "
-                         "(e.g. 'Nothing happens.'); change course right away.")
-        if off:
-            f = off[0]
-            rules.append(f"The episode left the good plan at step {f.step.index}: "
-                         f"{_quote(f.step.action)} instead of {_quote(f.expert_next)}.")
-        if not rules:
-            rules.append("No single bad move stands out: the agent ran out of steps, so move "
-                         "straight toward the goal and avoid exploring what is not needed.")
-        text = f"Goal: {_task_phrase(traj.task)}. Avoid these mistakes: " + " ".join(rules)
+            signs.append(f"{_quote(noops[0].step.action)} had no effect")
+        if loops:
+            signs.append("the same place or command comes back")
+        if signs:
+            body += " Warning signs to change course: " + "; ".join(signs) + "."
+        text = f"Goal: {_task_phrase(traj.task)}. {body}"
         first_plan = traj.steps[0].expert_actions
         if first_plan:
             text += f" The expert's first moves: {_join([' '.join(a.split()) for a in first_plan[:4]])}."
@@ -229,12 +241,12 @@ class HindsightAnalyzer(Analyzer):
         outcome = {True: "succeeded", False: "failed"}[success] if traj.success is not None else \
             f"ended with reward {traj.episode_reward:g} (outcome unknown)"
         parts = [f"The agent {outcome} on '{_task_phrase(traj.task)}' after {len(facts)} steps."]
-        counts = [(sum(f.invalid_format for f in facts), "invalid-format replies"),
-                  (sum(f.inadmissible for f in facts), "inadmissible commands"),
-                  (sum(f.noop for f in facts), "no-op actions"),
-                  (sum(f.repeat for f in facts), "repeated actions"),
-                  (sum(f.off_plan for f in facts), "off-plan actions")]
-        issues = [f"{c} {name}" for c, name in counts if c]
+        counts = [(sum(f.invalid_format for f in facts), "invalid-format repl", "y", "ies"),
+                  (sum(f.inadmissible for f in facts), "inadmissible command", "", "s"),
+                  (sum(f.noop for f in facts), "no-op action", "", "s"),
+                  (sum(f.repeat for f in facts), "repeated action", "", "s"),
+                  (sum(f.off_plan for f in facts), "off-plan action", "", "s")]
+        issues = [f"{c} {name}{one if c == 1 else many}" for c, name, one, many in counts if c]
         if issues:
             parts.append("Issues: " + ", ".join(issues) + ".")
         return " ".join(parts)

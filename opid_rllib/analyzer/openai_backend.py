@@ -160,7 +160,7 @@ class OpenAIAnalyzer(Analyzer):
             try:
                 return self._request(prompt)
             except Exception as exc:  # openai.APIError, timeouts, empty text, bad payloads
-                last = self._redact(short_error(exc, 300))
+                last = short_error(self._redact(f"{type(exc).__name__}: {exc}"), 300)
                 status = getattr(exc, "status_code", None)
                 if status in _NO_RETRY_STATUS:
                     raise TransportError(f"HTTP {status}, not retried: {last}") from None
@@ -193,5 +193,5 @@ class OpenAIAnalyzer(Analyzer):
             error = f"unparsable answer after {self.parse_retries} attempts: {error}"
         except TransportError as exc:
             error = str(exc)
-        return Skills(error=self._redact(short_error(error)), attempts=counter[0],
+        return Skills(error=short_error(self._redact(error)), attempts=counter[0],
                       latency_s=time.monotonic() - t0)

@@ -39,7 +39,7 @@ class AnalyzerPool:
             if not isinstance(skills, Skills):
                 skills = Skills(error=f"analyzer returned {type(skills).__name__}, not Skills")
         except BaseException as exc:  # analyze() should never raise; be safe anyway
-            skills = Skills(error=self.analyzer._redact(short_error(exc)))
+            skills = Skills(error=short_error(self.analyzer._redact(f"{type(exc).__name__}: {exc}")))
         if not skills.latency_s:
             skills.latency_s = time.monotonic() - t0
         with self._lock:

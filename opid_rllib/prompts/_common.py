@@ -16,8 +16,7 @@ TURN_ANCHOR = "Now it's your turn"
 THINK_ACTION_INSTRUCTION = (
     TURN_ANCHOR + " to take an action. First reason step by step about the current situation and "
     "what your goal still needs; this reasoning MUST be written inside <think> </think> tags. "
-    "Then choose exactly one {kind} action for this step and write it inside <action> </action> "
-    "tags, for example <action>{example}</action>."
+    "Then choose exactly one {kind} action for this step and write it inside <action> </action> tags."
 )
 
 
@@ -41,6 +40,13 @@ def format_actions(admissible: Sequence[str] | None) -> str:
     """Quoted, comma-separated, in brackets; 'help' is dropped because it only prints a manual."""
     items = [str(a) for a in (admissible or []) if str(a).strip().lower() != "help"]
     return "[" + ", ".join(f"'{a}'" for a in items) + "]"
+
+
+def history_intro(n: int) -> str:
+    """Lead-in sentence of the (observation, action) window, grammatical for n == 1."""
+    if n == 1:
+        return "Here are the last observation and the action you took:"
+    return f"Here are the last {n} observations and the actions you took:"
 
 
 def steps_phrase(n: int) -> str:

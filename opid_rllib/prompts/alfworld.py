@@ -13,13 +13,14 @@ from opid_rllib.prompts._common import (
     THINK_ACTION_INSTRUCTION,
     format_actions,
     format_history,
+    history_intro,
     history_window,
     steps_phrase,
 )
 
 INTRO = "You are an expert agent acting in the ALFRED Embodied Environment, a simulated household."
 
-INSTRUCTION = THINK_ACTION_INSTRUCTION.format(kind="admissible", example="go to countertop 1")
+INSTRUCTION = THINK_ACTION_INSTRUCTION.format(kind="admissible")
 
 TEMPLATE_NO_HISTORY = (
     INTRO + "\n"
@@ -36,8 +37,6 @@ TEMPLATE = (
     "\n" + INSTRUCTION
 )
 
-HISTORY_INTRO = "Here are the last {n} observations and the actions you took:\n{history}\n"
-
 TASK_MARKER = "Your task is to:"
 
 
@@ -52,8 +51,6 @@ def build(*, task: str, obs: str, history: Sequence[tuple[str, str]], admissible
             obs = f"{obs}\n{TASK_MARKER} {task}"
         return TEMPLATE_NO_HISTORY.format(obs=obs, actions=actions)
     window = history_window(history, history_length)
-    history_intro = (
-        HISTORY_INTRO.format(n=len(window), history=format_history(window)) if window else ""
-    )
-    return TEMPLATE.format(task=str(task).strip(), taken=steps_phrase(step), history_intro=history_intro,
+    intro = f"{history_intro(len(window))}\n{format_history(window)}\n" if window else ""
+    return TEMPLATE.format(task=str(task).strip(), taken=steps_phrase(step), history_intro=intro,
                            current=step + 1, obs=obs, actions=actions)

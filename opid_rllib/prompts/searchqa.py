@@ -34,10 +34,9 @@ TEMPLATE = (
     "\n" + INSTRUCTION
 )
 
-HISTORY_INTRO = (
-    "Here are your last {n} search calls, each followed by the search results it returned:\n"
-    "{history}\n"
-)
+HISTORY_INTRO = "Here are your last {n} actions, each followed by the information it returned:\n{history}\n"
+HISTORY_INTRO_ONE = "Here is your last action, followed by the information it returned:\n{history}\n"
+NO_ACTION = "(no valid search or answer)"
 CURRENT_OBS = "Your current observation is: {obs}\n"
 
 
@@ -59,8 +58,9 @@ def build(*, task: str, obs: str, history: Sequence[tuple[str, str]], admissible
         for k, _obs_before, action in window:
             # the observation that followed action k is entry k+1's obs, or the current obs
             after = history[k][0] if k < len(history) else obs
-            lines.append(f"{action.strip()}\n{_information(after)}")
-        history_block = HISTORY_INTRO.format(n=len(window), history="\n".join(lines))
+            lines.append(f"{action.strip() or NO_ACTION}\n{_information(after)}")
+        intro = HISTORY_INTRO_ONE if len(window) == 1 else HISTORY_INTRO
+        history_block = intro.format(n=len(window), history="\n".join(lines))
     else:
         history_block = CURRENT_OBS.format(obs=str(obs).strip())
     return TEMPLATE.format(task=task, taken=steps_phrase(step), history_block=history_block,

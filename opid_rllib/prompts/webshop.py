@@ -8,13 +8,14 @@ from opid_rllib.prompts._common import (
     THINK_ACTION_INSTRUCTION,
     format_actions,
     format_history,
+    history_intro,
     history_window,
     steps_phrase,
 )
 
 INTRO = "You are an expert autonomous shopping agent acting in the WebShop e-commerce environment."
 
-INSTRUCTION = THINK_ACTION_INSTRUCTION.format(kind="available", example="click[buy now]")
+INSTRUCTION = THINK_ACTION_INSTRUCTION.format(kind="available")
 
 TEMPLATE_NO_HISTORY = (
     INTRO + "\n"
@@ -33,8 +34,6 @@ TEMPLATE = (
     "\n" + INSTRUCTION
 )
 
-HISTORY_INTRO = "Here are the last {n} observations and the actions you took:\n{history}\n"
-
 
 def build(*, task: str, obs: str, history: Sequence[tuple[str, str]], admissible: Sequence[str],
           step: int, history_length: int) -> str:
@@ -43,8 +42,6 @@ def build(*, task: str, obs: str, history: Sequence[tuple[str, str]], admissible
     if step <= 0:
         return TEMPLATE_NO_HISTORY.format(task=task, obs=obs, actions=actions)
     window = history_window(history, history_length)
-    history_intro = (
-        HISTORY_INTRO.format(n=len(window), history=format_history(window)) if window else ""
-    )
-    return TEMPLATE.format(task=task, taken=steps_phrase(step), history_intro=history_intro,
+    intro = f"{history_intro(len(window))}\n{format_history(window)}\n" if window else ""
+    return TEMPLATE.format(task=task, taken=steps_phrase(step), history_intro=intro,
                            current=step + 1, obs=obs, actions=actions)

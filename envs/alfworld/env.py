@@ -1,0 +1,204 @@
+"""ALFWorld as an offline gymnasium text env on the real ALFWorld/TextWorld engine.
+
+Why this shape:
+  * Games come from specs.jsonl (verified offline by generator.py) and are rebuilt on first use
+    in milliseconds into the cache dir, in the official `<task_dir>/trial_X/` layout; with
+    `data_dir=` (or $ALFWORLD_DATA) a downloaded json_2.1.1 tree is played instead.
+  * Play goes through TextWorld's PDDL engine (engine.FastPddlEnv, a cached PddlEnv) wrapped by
+    alfworld's own AlfredDemangler and its hand-coded expert (expert.PatchedAlfredExpert), so the
+    observations and admissible commands are ALFWorld's.
+  * One engine per env instance, reused across resets (a reset of the same game skips loading).
+  * Commands that are not admissible never reach the engine: ALFWorld answers them with
+    "Nothing happens." and no state change, which we return directly (action_valid=False).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from pathlib import Path
+from typing import Any, Sequence
+
+import textworld
+from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
+
+from envs.alfworld import generator as gen
+from envs.alfworld.engine import FastPddlEnv
+from envs.alfworld.expert import PatchedAlfredExpert
+from envs.base import TextEnv
+
+NOTHING_HAPPENS = "Nothing happens."
+WIN_REWARD = 10.0
+_OFFICIAL_INDEX: dict[str, dict[str, str]] = {}
+_SPECS: dict[str, dict[str, dict]] = {}
+
+
+def default_cache_dir() -> Path:
+    root = os.environ.get("OPID_CACHE_DIR")
+    return Path(root) / "alfworld" if root else Path.home() / ".cache" / "opid_rllib" / "alfworld"
+
+
+def expert_seed(task_id: str) -> int:
+    return zlib.crc32(task_id.encode())
+
+
+def normalize_command(action: str) -> str:
+    return " ".join(str(action).strip().lower().split())
+
+
+def goal_of(intro: str) -> str:
+    return intro.split("Your task is to:", 1)[-1].strip() if "Your task is to:" in intro else ""
+
+
+def specs_by_split(split: str) -> dict[str, dict]:
+    if not _SPECS:
+        for s in gen.load_specs():
+            _SPECS.setdefault(s["split"], {})[s["task_id"]] = s
+    return _SPECS.get(split, {})
+
+
+def official_index(root: Path) -> dict[str, str]:
+    """task id (relative trial dir) -> game file, filtered like alfworld's AlfredTWEnv."""
+    key = str(root.resolve())
+    if key not in _OFFICIAL_INDEX:
+        games = {}
+        for traj in sorted(root.rglob("traj_data.json")):
+            d = traj.parent
+            gamefile = d / "game.tw-pddl"
+            if "movable" in str(d) or "Sliced" in str(d) or not gamefile.exists():
+                continue
+            with open(gamefile) as f:
+                if not json.load(f).get("solvable", False):
+                    continue
+            games[d.relative_to(root).as_posix()] = str(gamefile)
+        _OFFICIAL_INDEX[key] = games
+    return _OFFICIAL_INDEX[key]
+
+
+class Engine:
+    """TextWorld PDDL engine + alfworld wrappers, built once and reused across games."""
+
+    def __init__(self, expert: bool = True):
+        infos = textworld.EnvInfos(won=True, admissible_commands=True, facts=expert,
+                                   extras=["expert_plan"] if expert else [])
+        self.tw = AlfredDemangler()(FastPddlEnv(infos))
+        self.expert = PatchedAlfredExpert(seed=0)(self.tw) if expert else None
+        self.top = self.expert or self.tw
+        self.gamefile: str | None = None
+        self.state = None
+
+    def reset(self, gamefile: str, seed: int):
+        if gamefile != self.gamefile:
+            self.gamefile = None
+            self.top.load(gamefile)
+            self.gamefile = gamefile
+        if self.expert is not None:
+            self.expert.seed = seed
+        self.state = self.top.reset()
+        return self.state
+
+    def step(self, command: str):
+        self.state, _, _ = self.top.step(command)
+        return self.state
+
+    def plan(self) -> list[str]:
+        return list(self.state.get("extra.expert_plan") or []) if self.expert is not None else []
+
+
+def play_expert(gamefile: str, max_steps: int, task_id: str) -> tuple[int, bool]:
+    """Run the patched expert on one game (offline verification); returns (steps, won)."""
+    eng = Engine(expert=True)
+    state = eng.reset(gamefile, expert_seed(task_id))
+    for step in range(1, max_steps + 1):
+        plan = eng.plan()
+        if not plan:
+            return step, False
+        state = eng.step(plan[0])
+        if state["won"]:
+            return step, True
+    return max_steps, False
+
+
+class ALFWorldEnv(TextEnv):
+    """ALFWorld text games; see module docstring. Reward 10 on a win, terminated on a win."""
+
+    env_name = "alfworld"
+    default_max_steps = 30
+
+    def __init__(self, split: str = "train", max_steps: int | None = None, cache_dir: str | None = None,
+                 data_dir: str | None = None, expert: bool = True, **kwargs: Any):
+        super().__init__(split=split, max_steps=max_steps, **kwargs)
+        if split not in gen.SPLITS:
+            raise ValueError(f"split={split!r}: choose one of {gen.SPLITS}")
+        data_dir = os.environ.get("ALFWORLD_DATA") if data_dir is None else data_dir
+        self.data_dir = Path(data_dir) if data_dir else None
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.use_expert = bool(expert)
+        if self.data_dir is not None:
+            root = self.data_dir / "json_2.1.1" if (self.data_dir / "json_2.1.1").is_dir() else self.data_dir
+            self._official = official_index(root / split)
+            self._ids = tuple(self._official)
+        else:
+            self._official = None
+            self._ids = tuple(sorted(specs_by_split(split)))
+        self._engine: Engine | None = None
+        self._task: dict[str, Any] = {}
+
+    def task_ids(self) -> Sequence[str]:
+        return self._ids
+
+    def gamefile(self, task_id: str) -> str:
+        """Path of the game file (generated games are written to the cache on first use)."""
+        if self._official is not None:
+            return self._official[task_id]
+        spec = specs_by_split(self.split)[task_id]
+        root = self.cache_dir / gen.GEN_VERSION / self.split
+        path = root / task_id / "game.tw-pddl"
+        if not path.exists():
+            g = gen.make_game(spec["fp"], spec["task_type"], spec["seed"])
+            if g is None or gen.task_id_of(g) != task_id or gen.game_sha(g) != spec["sha"]:
+                raise RuntimeError(f"task_id={task_id!r}: generator output differs from the verified spec "
+                                   f"(generator changed without bumping GEN_VERSION and re-verifying)")
+            path = gen.write_game(g, root)
+        return str(path)
+
+    def _task_meta(self, task_id: str, gamefile: str) -> dict[str, Any]:
+        if self._official is None:
+            s = specs_by_split(self.split)[task_id]
+            gt = {"object_target": s["obj"], "parent_target": s["recep"], "toggle_target": s["toggle"],
+                  "floor_plan": s["fp"], "expert_steps": s["expert_steps"]}
+            return {"task_type": s["task_type"], "ground_truth": gt}
+        with open(Path(gamefile).with_name("traj_data.json")) as f:
+            traj = json.load(f)
+        gt = {k: traj["pddl_params"].get(k, "") for k in ("object_target", "parent_target", "toggle_target")}
+        gt["floor_plan"] = traj.get("scene", {}).get("scene_num")
+        return {"task_type": traj["task_type"], "ground_truth": gt}
+
+    def _reset_task(self, task_id: str) -> tuple[str, dict[str, Any]]:
+        if task_id not in set(self._ids):
+            raise KeyError(f"task_id={task_id!r}: not in split {self.split!r} ({len(self._ids)} tasks)")
+        gamefile = self.gamefile(task_id)
+        if self._engine is None:
+            self._engine = Engine(expert=self.use_expert)
+        state = self._engine.reset(gamefile, expert_seed(task_id))
+        meta = self._task_meta(task_id, gamefile)
+        goal = goal_of(state.feedback)
+        meta["ground_truth"].update(goal=goal, gamefile=gamefile)
+        self._task = {"task": goal, **meta}
+        return state.feedback, self._info(action_valid=True)
+
+    def _info(self, action_valid: bool) -> dict[str, Any]:
+        st = self._engine.state
+        return {"task": self._task["task"], "task_type": self._task["task_type"],
+                "admissible_actions": [c for c in st["admissible_commands"] if c != "help"],
+                "won": bool(st["won"]), "action_valid": action_valid,
+                "expert_actions": self._engine.plan(), "ground_truth": dict(self._task["ground_truth"])}
+
+    def _step_task(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+        command = normalize_command(action)
+        if command not in self._engine.state["admissible_commands"]:
+            return NOTHING_HAPPENS, 0.0, False, self._info(action_valid=False)
+        state = self._engine.step(command)
+        won = bool(state["won"])
+        return state.feedback, WIN_REWARD if won else 0.0, won, self._info(action_valid=True)

@@ -1,0 +1,90 @@
+"""Deterministic hindsight skills on hand-made trajectories."""
+
+import json
+
+from traj_factory import FAILURE_ROWS, SUCCESS_ROWS, make_traj
+
+from opid_rllib.analyzer import HindsightAnalyzer, TrajectoryRecord, make_analyzer
+
+
+def test_success_workflow_is_compressed(success_traj):
+    s = HindsightAnalyzer(max_step_skills=5).analyze(success_traj)
+    assert s.ok and s.attempts == 1
+    assert s.episode_skill.startswith(
+        "To put a cool mug in shelf: go to countertop 1, take mug 1 from countertop 1, go to fridge 1, "
+        "cool mug 1 with fridge 1, go to shelf 1, then move mug 1 to shelf 1.")
+    # the detours (look, the empty cabinet) are dropped from the workflow and counted
+    assert "cabinet" not in s.episode_skill.split(".")[0]
+    assert "4 of 10 steps" in s.episode_skill
+    assert "succeeded" in s.episode_summary
+    # step skills: where the agent left the expert's plan, earliest first
+    assert s.step_skills[0] == "At this point, go to countertop 1 instead of 'look'."
+    assert sorted(s.step_skills) == [0, 1, 2, 3]
+
+
+def test_failure_avoidance_rules(failure_traj):
+    s = HindsightAnalyzer(max_step_skills=3).analyze(failure_traj)
+    assert s.ok
+    sk = s.episode_skill
+    assert sk.startswith("Goal: put a cool mug in shelf. Core mistake: leaving the good plan: at step 1")
+    assert "'go to cabinet 1' instead of 'take mug 1 from countertop 1'" in sk
+    assert "looping" in sk and "broken format in 1 of 7 replies" in sk
+    assert "'fly to shelf 1'" in sk and "had no effect" in sk
+    assert "The expert's first moves: go to countertop 1, then take mug 1 from countertop 1." in sk
+    assert len(s.step_skills) == 3
+    assert s.step_skills == {
+        1: "At this point, take mug 1 from countertop 1 instead of 'go to cabinet 1'.",
+        3: "At this point, take mug 1 from countertop 1 instead of 'go to cabinet 1'.",
+        4: "Reply with <think>...</think> then <action>go to countertop 1</action>.",
+    }
+    assert "failed" in s.episode_summary and "1 invalid-format reply" in s.episode_summary
+
+
+def test_format_steps_capped_when_plan_deviations_exist():
+    rows = [(f"bad {i}", "Nothing happens.", "go to countertop 1", False) for i in range(5)]
+    rows += [("go to cabinet 1", "The cabinet 1 is closed.", "go to countertop 1", True)]
+    s = HindsightAnalyzer(max_step_skills=4).analyze(make_traj(rows, success=False))
+    kinds = ["format" if v.startswith("Reply with") else "plan" for v in s.step_skills.values()]
+    assert kinds.count("format") == 2 and 5 in s.step_skills
+
+
+def test_no_expert_uses_loops_admissibility_and_ground_truth():
+    rows = [(a, o, None, v) for a, o, _, v in FAILURE_ROWS]
+    traj = make_traj(rows, success=False, env_name="searchqa",
+                     ground_truth={"gold_answers": ["Paris"], "supporting_titles": ["France"], "empty": ""})
+    s = HindsightAnalyzer().analyze(traj)
+    assert s.ok
+    assert "Check against: gold answers = Paris; supporting titles = France." in s.episode_skill
+    assert "<search>query</search>" in s.episode_skill
+    assert s.step_skills[2].startswith("Stop repeating 'go to countertop 1'")
+    assert s.step_skills[5] == "Issue a command from the admissible list such as 'go to shelf 1' instead of 'fly to shelf 1'."
+    assert s.step_skills[6].startswith("Before you commit, make sure the result matches: gold answers = Paris")
+    assert "expert" not in s.episode_skill
+
+
+def test_webshop_success_drops_paging_and_abandoned_search():
+    rows = [("search[red shoes]", "results", None, True), ("click[next >]", "page 2", None, True),
+            ("click[back to search]", "search page", None, True), ("search[red running shoes size 9]", "r", None, True),
+            ("click[b0123]", "item", None, True), ("click[description]", "desc", None, True),
+            ("click[< prev]", "item", None, True), ("click[size 9]", "item", None, True),
+            ("click[buy now]", "thanks", None, True)]
+    s = HindsightAnalyzer().analyze(make_traj(rows, success=True, env_name="webshop", task="buy red running shoes"))
+    assert s.episode_skill.startswith(
+        "To buy red running shoes: search[red running shoes size 9], click[b0123], click[size 9], then click[buy now].")
+
+
+def test_deterministic_and_json_roundtrip(failure_traj):
+    a, b = make_analyzer("hindsight"), make_analyzer(None, max_step_skills=5)
+    s1, s2 = a.analyze(failure_traj), b.analyze(TrajectoryRecord.from_dict(failure_traj.to_dict()))
+    d1, d2 = s1.to_dict(), s2.to_dict()
+    d1.pop("latency_s"), d2.pop("latency_s")
+    assert d1 == d2
+    assert json.loads(json.dumps(d1))["step_skills"]["1"].startswith("At this point")
+
+
+def test_unknown_outcome_and_empty_trajectory():
+    s = HindsightAnalyzer().analyze(make_traj(SUCCESS_ROWS, success=None))
+    assert s.ok and "outcome unknown" in s.episode_summary and s.episode_skill.startswith("Goal:")
+    empty = make_traj([], success=False)
+    s = HindsightAnalyzer().analyze(empty)
+    assert not s.ok and s.error == "trajectory has no steps"
