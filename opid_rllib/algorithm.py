@@ -33,7 +33,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from opid_rllib.advantages import OUTCOME_MODES, outcome_advantage, step_scores
-from opid_rllib.routing import ROUTING_MODES
+from opid_rllib.routing import ROUTING_MODES, route_trajectory
 
 # Typed OPID settings: name -> (default, type). Defaults follow the reference's scripts
 # (opid_reference.md sections 5-6); the CPU examples in tuned_examples/ shrink sizes.
@@ -52,6 +52,7 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     "step_skill_adv_weight": (0.001, float), "skill_routing": ("critical_first", str),
     "normalize_teacher_adv": (False, bool), "clip_teacher_adv": (None, float),
     "recompute_old_logp": (True, bool), "skills_in_rollout_prompt": (False, bool),
+    "skill_adv_in_advantage": (True, bool),
     # loss
     "clip_ratio_low": (0.2, float), "clip_ratio_high": (0.2, float), "dual_clip_c": (3.0, float),
     "kl_coeff": (0.01, float), "entropy_coeff": (0.001, float), "opsd_loss_coeff": (0.0, float),
@@ -183,6 +184,32 @@ class OPIDConfig(AlgorithmConfig):
         return {k: getattr(self, k) for k in keys}
 
 
+def attach_outcome_advantages(episodes, invalid_action_penalty: float, mode: str) -> None:
+    """A_out per step-sample, GRPO group statistics over all steps of each group (driver side)."""
+    scores, groups, owners = [], [], []
+    for k, ep in enumerate(episodes):
+        meta = ep.custom_data["opid"]
+        valid = np.asarray(ep.get_extra_model_outputs("format_valid"), bool)
+        scores.append(step_scores(float(sum(ep.get_rewards())), valid, invalid_action_penalty))
+        groups += [meta["group_id"]] * len(ep)
+        owners += [k] * len(ep)
+    adv = outcome_advantage(np.concatenate(scores), groups, mode)
+    owners = np.asarray(owners)
+    for k, ep in enumerate(episodes):
+        ep.custom_data["opid"]["outcome_adv"] = adv[owners == k].astype(np.float32).tolist()
+
+
+def shard_by_group(episodes, num_shards: int) -> list[list]:
+    """Whole GRPO groups per shard, balanced by step count (RLlib's own sharding may cut episodes)."""
+    by_group: dict[str, list] = {}
+    for ep in episodes:
+        by_group.setdefault(ep.custom_data["opid"]["group_id"], []).append(ep)
+    shards: list[list] = [[] for _ in range(num_shards)]
+    for gid in sorted(by_group, key=lambda g: (-sum(len(e) for e in by_group[g]), g)):
+        min(shards, key=lambda s: sum(len(e) for e in s)).extend(by_group[gid])
+    return shards
+
+
 class OPID(Algorithm):
     @classmethod
     def get_default_config(cls) -> OPIDConfig:
@@ -244,31 +271,13 @@ class OPID(Algorithm):
         return [e for eps in results for e in eps], metrics
 
     def _attach_outcome_advantages(self, episodes) -> None:
-        """A_out per step-sample, GRPO group statistics over all steps of the group."""
-        cfg = self.config
-        scores, groups, owners = [], [], []
-        for k, ep in enumerate(episodes):
-            meta = ep.custom_data["opid"]
-            valid = np.asarray(ep.get_extra_model_outputs("format_valid"), bool)
-            scores.append(step_scores(float(sum(ep.get_rewards())), valid, cfg.invalid_action_penalty))
-            groups += [meta["group_id"]] * len(ep)
-            owners += [k] * len(ep)
-        adv = outcome_advantage(np.concatenate(scores), groups, cfg.outcome_adv_norm)
-        owners = np.asarray(owners)
-        for k, ep in enumerate(episodes):
-            ep.custom_data["opid"]["outcome_adv"] = adv[owners == k].astype(np.float32).tolist()
+        attach_outcome_advantages(episodes, self.config.invalid_action_penalty, self.config.outcome_adv_norm)
 
     def _training_data(self, episodes) -> TrainingData:
         n = max(1, self.config.num_learners)
         if n == 1:
             return TrainingData(episodes=episodes)
-        by_group: dict[str, list] = {}
-        for ep in episodes:
-            by_group.setdefault(ep.custom_data["opid"]["group_id"], []).append(ep)
-        shards: list[list] = [[] for _ in range(n)]
-        for gid in sorted(by_group, key=lambda g: -sum(len(e) for e in by_group[g])):
-            min(shards, key=lambda s: sum(len(e) for e in s)).extend(by_group[gid])  # whole groups, balanced
-        return TrainingData(episodes_refs=[ray.put(s) for s in shards])
+        return TrainingData(episodes_refs=[ray.put(s) for s in shard_by_group(episodes, n)])
 
     def _log_rollout_metrics(self, episodes) -> None:
         metas = [ep.custom_data["opid"] for ep in episodes]
@@ -289,13 +298,13 @@ class OPID(Algorithm):
             for ep in episodes:
                 m = ep.custom_data["opid"]
                 skills = m.get("skills") or {}
-                steps = skills.get("step_skills") or {}
-                routed = []
-                for i in range(len(ep)):
-                    st = steps.get(i) or steps.get(str(i))
-                    ok = bool(skills.get("episode_skill")) and not skills.get("error")
-                    routed.append("step" if (ok and st and self.config.step_skill_adv_weight > 0)
-                                  else ("episode" if ok and self.config.episode_skill_adv_weight > 0 else None))
+                ok = not skills.get("error")
+                steps = {int(k): v for k, v in (skills.get("step_skills") or {}).items()} if ok else {}
+                routes = route_trajectory(len(ep), skills.get("episode_skill") if ok else None, steps,
+                                          mode=self.config.skill_routing, w_ep=self.config.episode_skill_adv_weight,
+                                          w_step=self.config.step_skill_adv_weight)
+                routed = ["+".join(n for n, on in (("episode", r.use_episode), ("step", r.use_step)) if on) or None
+                          for r in routes]
                 f.write(json.dumps({"iteration": self.iteration + 1, "traj_id": m["traj_id"], "task_id": m["task_id"],
                                     "task": m["task"], "task_type": m["task_type"], "won": m["won"],
                                     "actions": [str(a) for a in ep.get_actions()],
@@ -311,3 +320,12 @@ class OPID(Algorithm):
         super().set_state(state)
         if "opid_task_rng" in state:
             self._task_rng.bit_generator.state = state["opid_task_rng"]
+
+
+def _register_with_tune() -> None:
+    from ray.tune.registry import register_trainable
+
+    register_trainable("OPID", OPID)
+
+
+_register_with_tune()

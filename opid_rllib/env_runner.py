@@ -60,7 +60,10 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         self._skill_cache: dict[str, str] = {}  # task_id -> last episode skill (Skill-GRPO preset)
         super().__init__(config=config, **kwargs)
         self.settings = config.opid_runner_settings()
-        self.env_name = envs_pkg.env_name_of(config.env)
+        try:
+            self.env_name = envs_pkg.env_name_of(config.env)
+        except ValueError:  # a user-registered gymnasium id: the env names its prompt family
+            self.env_name = getattr(self._make_env(0), "env_name", "text")
 
     # ---- RLlib plumbing -----------------------------------------------------------------
     def make_env(self) -> None:

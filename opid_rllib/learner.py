@@ -76,6 +76,9 @@ class OPIDTorchLearner(TorchLearner):
             loss_total = loss_total + loss_sum.detach()
             for k, v in stats.items():
                 totals[k] = totals.get(k, 0.0) + v
+        for p in self._params.values():  # every rank must all-reduce the same tensors
+            if p.grad is None and p.requires_grad:
+                p.grad = torch.zeros_like(p)
         grads = {pid: p.grad for pid, p in self._params.items() if p.grad is not None}
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             world = dist.get_world_size()

@@ -142,6 +142,7 @@ class ALFWorldEnv(TextEnv):
         else:
             self._official = None
             self._ids = tuple(sorted(specs_by_split(split)))
+        self._id_set = frozenset(self._ids)
         self._engine: Engine | None = None
         self._task: dict[str, Any] = {}
 
@@ -176,7 +177,7 @@ class ALFWorldEnv(TextEnv):
         return {"task_type": traj["task_type"], "ground_truth": gt}
 
     def _reset_task(self, task_id: str) -> tuple[str, dict[str, Any]]:
-        if task_id not in set(self._ids):
+        if task_id not in self._id_set:
             raise KeyError(f"task_id={task_id!r}: not in split {self.split!r} ({len(self._ids)} tasks)")
         gamefile = self.gamefile(task_id)
         if self._engine is None:

@@ -76,7 +76,8 @@ def render(state: PageState, instruction: str, catalog: dict[str, Product]) -> s
     if state.kind == "search":
         return SEP.join(["WebShop", *head, "Search"])
     if state.kind == "done":
-        return SEP.join(["Thank you for shopping with us!", "Your score (min 0.0, max 1.0)", str(round(state.score, 4))])
+        score = str(round(state.score, 4))
+        return SEP.join(["Thank you for shopping with us!", "Your score (min 0.0, max 1.0)", score])
     parts = [*head, "Back to Search"]
     if state.kind == "results":
         parts.append(f"Page {state.page} (Total results: {len(state.results)})")

@@ -16,7 +16,9 @@ def opid_learner_connectors(cfg) -> list:
         RouteSkills(mode=cfg.skill_routing, w_ep=cfg.episode_skill_adv_weight, w_step=cfg.step_skill_adv_weight),
         BuildSkillPrompts(),
         RescoreWithOldPolicy(recompute_old_logp=cfg.recompute_old_logp),
-        CombineAdvantages(w_ep=cfg.episode_skill_adv_weight, w_step=cfg.step_skill_adv_weight,
+        # GRPO+OPSD scores the skill prompts but keeps Delta out of the advantage (it feeds the loss term).
+        CombineAdvantages(w_ep=cfg.episode_skill_adv_weight if cfg.skill_adv_in_advantage else 0.0,
+                          w_step=cfg.step_skill_adv_weight if cfg.skill_adv_in_advantage else 0.0,
                           outcome_weight=cfg.outcome_adv_weight, normalize_teacher=cfg.normalize_teacher_adv,
                           clip_teacher=cfg.clip_teacher_adv),
     ]

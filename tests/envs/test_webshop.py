@@ -105,7 +105,7 @@ def test_search_results_item_options_buy():
     assert "click[back to search]" in info["admissible_actions"]
     asin = g["asin"].lower()
     if f"click[{asin}]" not in info["admissible_actions"]:  # not on page 1: use the expert's search
-        env.reset(options={"task_id": "webshop-test-0003"})
+        _, info = env.reset(options={"task_id": "webshop-test-0003"})
         obs, r, term, trunc, info = env.step(info["expert_actions"][0])
     obs, r, term, trunc, info = env.step(f"click[{g['asin']}]")  # upper case works too
     assert info["page"] == "item" and "Buy Now" in obs and "click[description]" in info["admissible_actions"]
@@ -250,6 +250,18 @@ def test_expert_recovers_from_random_detours():
             _, _, term, _, info = env.step(info["expert_actions"][0])
             assert term or len(info["expert_actions"]) == before - 1  # plans are consistent
         assert info["won"], (tid, plan)
+
+
+def test_expert_falls_back_to_title_search():
+    from dataclasses import replace
+
+    from envs.webshop.env import expert_plan, get_engine
+    from envs.webshop.pages import PageState
+    w = build_world(0)
+    g = replace(w.goals["webshop-test-0000"], query="qwertyuiop")  # key words that find nothing
+    plan = expert_plan(PageState(), g, get_engine(0), w.by_asin)
+    assert plan[0] == f"search[{w.by_asin[g.asin].title.lower()}]" and plan[-1] == "click[buy now]"
+    assert f"click[{g.asin.lower()}]" in plan
 
 
 # ---- determinism --------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""Console scripts: opid-train, opid-eval, opid-sft, opid-export."""

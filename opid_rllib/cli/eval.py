@@ -1,0 +1,70 @@
+"""`opid-eval`: evaluate a policy on a fixed panel in the deployment setting (no analyzer, no skills).
+
+    opid-eval --env alfworld --panel alfworld/valid_unseen@v1 --model tiny|smollm2-135m|PATH \
+        [--episodes N] [--temperature 0.4] [--max-new-tokens 256] [--max-steps 30] [--history-length 5] \
+        [--batch-envs 16] [--seed 0] [--output DIR]
+
+Prints the paper's table (success % per category, Avg, All, format-valid rate, mean length) and
+writes DIR/results.json and DIR/episodes.jsonl. See opid_rllib/evaluation.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from opid_rllib.evaluation import ENV_DEFAULTS, ENV_NAMES, EvalError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="opid-eval",
+        description="Evaluate a policy on a fixed evaluation panel (no analyzer, no skills) and print "
+                    "the paper's success table.")
+    ap.add_argument("--env", choices=ENV_NAMES, default=None,
+                    help="env of the panel (checked against it; default: the panel's env)")
+    ap.add_argument("--panel", required=True, help="panel name, e.g. alfworld/valid_unseen@v1 "
+                    "(python -c 'import envs.panels as p; print(p.list_panels())')")
+    ap.add_argument("--model", required=True, help="'tiny', 'smollm2-135m', or a local Hugging Face model folder")
+    ap.add_argument("--episodes", type=int, default=None, help="play the first N task ids of the panel (default: all)")
+    ap.add_argument("--temperature", type=float, default=0.4, help="sampling temperature; 0 = greedy (default 0.4)")
+    ap.add_argument("--max-new-tokens", type=int, default=256, help="response token cap per step (default 256)")
+    ap.add_argument("--max-steps", type=int, default=None,
+                    help="episode step cap (default per env: " +
+                         ", ".join(f"{k} {v['max_steps']}" for k, v in ENV_DEFAULTS.items()) + ")")
+    ap.add_argument("--history-length", type=int, default=None,
+                    help="past (obs, action) pairs shown in the prompt (default per env: " +
+                         ", ".join(f"{k} {v['history_length']}" for k, v in ENV_DEFAULTS.items()) + ")")
+    ap.add_argument("--max-prompt-len", type=int, default=2048, help="prompt tokens kept (left-truncated; default 2048)")
+    ap.add_argument("--batch-envs", type=int, default=16, help="episodes played (and generated) together (default 16)")
+    ap.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
+    ap.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="generation backend (default hf)")
+    ap.add_argument("--output", default=None,
+                    help="output dir (default ./outputs/eval/<panel>-<UTC timestamp>)")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from opid_rllib.evaluation import default_output_dir, evaluate, format_table, write_results
+
+    try:
+        res = evaluate(panel=args.panel, env=args.env, episodes=args.episodes, seed=args.seed,
+                       batch_envs=args.batch_envs, progress=not args.no_progress, temperature=args.temperature,
+                       llm_model=args.model, max_new_tokens=args.max_new_tokens, max_steps=args.max_steps,
+                       history_length=args.history_length, max_prompt_len=args.max_prompt_len, dtype=args.dtype,
+                       generation_backend=args.backend)
+    except EvalError as e:
+        print(f"opid-eval: error: {e}", file=sys.stderr)
+        return 2
+    out = write_results(res, args.output or default_output_dir(res["config"]["panel"]))
+    print(format_table(res))
+    print(f"wrote {out / 'results.json'} and {out / 'episodes.jsonl'} ({len(res['episodes'])} episodes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

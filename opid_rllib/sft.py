@@ -1,0 +1,482 @@
+"""Behaviour-cloning warm start (`opid-sft`) from the envs' expert trajectories.
+
+Why: the tiny policy starts from random weights, so GRPO/OPID would see all-zero rewards. Cloning
+the expert (info["expert_actions"][0]) on the *same* per-step prompts the env runner builds gives
+RL a non-zero vanilla success rate to improve on. Two things must match RL time exactly:
+  * the prompt: `build_prompt(...)` with the runner's history of (raw observation, projected
+    action) pairs, step = actions taken, the same history_length (GroupedTextEnvRunner._prompt_for),
+    then the RL module's `encode_prompts` (chat template, no special tokens, left truncation);
+  * the response format: what `project_action` accepts as valid, plus the EOS token the HF
+    backend stops on.
+A fraction of the episodes carry a *correct* skill (the hindsight analyzer's workflow of the
+expert's own successful run as the episode skill, or "At this point, <expert action>." as a
+critical-step skill), so the warm-started policy reacts to skills, which OPID's teacher signal
+(log-prob change when a skill is inserted) relies on.
+
+Training: loss on response tokens only (token mean over each optimizer batch), AdamW with linear
+warm-up and cosine decay, length-bucketed batches split into micro-batches by a padded-token
+budget. The log-probs use the RL learner's layout (`rl_module.pack`: left-padded prompts,
+right-padded responses, position ids from the attention mask); only the logits of response
+positions are computed (`logits_to_keep`), which tests check against `rl_module.response_logprobs`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from opid_rllib.prompts import build_prompt, canonical_env_name, chat_prompt, insert_skills, project_action, truncate_left
+
+MAX_THINK_TASK_WORDS = 12
+STATS_FILE = "sft_stats.json"
+# Skill modes of a skill-augmented episode and their probabilities.
+SKILL_MODES = (("episode", 0.4), ("step", 0.4), ("both", 0.2))
+STEP_SKILL_PROB = 0.5  # in "step"/"both" mode: chance that a given step gets a step skill
+
+
+@dataclass
+class Demo:
+    """One expert step as an SFT sample: user prompt (as the runner builds it) -> target response."""
+
+    env_name: str
+    task_id: str
+    step: int                    # actions taken before this one (= the runner's `step`)
+    prompt: str                  # user text, skill sections inserted when present
+    response: str                # target response in the projection's format (no EOS)
+    action: str                  # the command sent to the env (project_action(response)[0])
+    base_prompt: str             # the same prompt without skills (what the runner shows)
+    episode_skill: str | None = None
+    step_skill: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---- responses ---------------------------------------------------------------------------------
+_SEARCH_BLOCK = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
+_TAGS = re.compile(r"</?(think|action|search|answer|information)>", re.IGNORECASE)
+
+
+def _clean(text: str) -> str:
+    """One line, no agent tags or angle brackets (they would confuse the projection)."""
+    text = _TAGS.sub(" ", str(text))
+    return " ".join(text.replace("<", " ").replace(">", " ").split())
+
+
+def _short_task(task: str, max_words: int = MAX_THINK_TASK_WORDS) -> str:
+    words = _clean(task).rstrip(" .").split()
+    if not words:
+        return "finish the task"
+    return " ".join(words[:max_words]) + (" ..." if len(words) > max_words else "")
+
+
+def searchqa_block(expert_action: str) -> tuple[str, str]:
+    """('search'|'answer', inner text) of a searchqa expert action; plain text counts as an answer."""
+    m = _SEARCH_BLOCK.search(str(expert_action))
+    if m is None:
+        return "answer", " ".join(str(expert_action).split())
+    return m.group(1), " ".join(m.group(2).split())
+
+
+def expert_response(env_name: str, *, task: str, action: str) -> str:
+    """The target response for one expert step: short deterministic reasoning + the command."""
+    env = canonical_env_name(env_name)
+    goal = _short_task(task)
+    if env == "searchqa":
+        kind, inner = searchqa_block(action)
+        if kind == "search":
+            think = f"Question: {goal} ; I still miss facts, next: search for {_clean(inner)}."
+        else:
+            think = f"Question: {goal} ; I have enough information, the answer is {_clean(inner)}."
+        return f"<think>{think}</think>\n<{kind}>{inner}</{kind}>"
+    cmd = " ".join(str(action).split())
+    return f"<think>Goal: {goal} ; next: {_clean(cmd)}.</think>\n<action>{cmd}</action>"
+
+
+def _same_action(env_name: str, projected: str, expert: str) -> bool:
+    if canonical_env_name(env_name) == "searchqa":
+        return searchqa_block(projected) == searchqa_block(expert)
+    return " ".join(projected.lower().split()) == " ".join(str(expert).lower().split())
+
+
+def step_skill_text(env_name: str, action: str) -> str:
+    """A correct critical-step skill naming the expert's next command (hindsight analyzer's wording)."""
+    env = canonical_env_name(env_name)
+    a = " ".join(str(action).split())
+    if env == "searchqa":
+        kind, inner = searchqa_block(a)
+        return f"At this point, {'search for' if kind == 'search' else 'answer'} '{inner}'."
+    if re.match(r"^[a-z][a-z ]*\b", a) and "[" not in a and "<" not in a:
+        return f"At this point, {a}."
+    return f"At this point, choose '{a}'."
+
+
+def episode_skill_text(env_name: str, task_id: str, task: str, task_type: str,
+                       steps: list[dict[str, Any]], ground_truth: dict | None = None) -> str:
+    """The hindsight analyzer's workflow skill for the expert's successful run (RL-time wording);
+    falls back to a plain workflow when the analyzer gives nothing."""
+    from opid_rllib.analyzer import HindsightAnalyzer, StepRecord, TrajectoryRecord
+
+    recs = [StepRecord(index=i, observation=s["observation"], response=s["response"], action=s["action"],
+                       action_valid=True, reward=s["reward"], admissible_actions=s["admissible"],
+                       expert_actions=s["expert_actions"]) for i, s in enumerate(steps)]
+    traj = TrajectoryRecord(traj_id=f"{task_id}/expert", group_id=f"{task_id}#expert", task_id=task_id, task=task,
+                            task_type=task_type, env_name=canonical_env_name(env_name), success=True,
+                            episode_reward=float(sum(s["reward"] for s in steps)), steps=recs,
+                            ground_truth=dict(ground_truth or {}))
+    skills = HindsightAnalyzer().analyze(traj)
+    if skills.ok:
+        return skills.episode_skill
+    return f"To {_short_task(task, 30)}: " + ", then ".join(s["action"] for s in steps) + "."
+
+
+# ---- demonstrations ----------------------------------------------------------------------------
+def select_task_ids(all_ids: Sequence[str], num_tasks: int, seed: int | None) -> list[str]:
+    """seed=None: the first num_tasks ids; else a seeded sample (without replacement) of them."""
+    ids = [str(t) for t in all_ids]
+    n = min(int(num_tasks), len(ids))
+    if seed is None:
+        return ids[:n]
+    order = np.random.default_rng(int(seed)).permutation(len(ids))[:n]
+    return [ids[int(i)] for i in order]
+
+
+def _play_expert(env, env_name: str, task_id: str, max_steps: int) -> dict[str, Any] | None:
+    """Play expert_actions[0] from reset with runner bookkeeping; None unless the expert won."""
+    obs, info = env.reset(options={"task_id": task_id})
+    steps: list[dict[str, Any]] = []
+    history: list[tuple[str, str]] = []
+    task, task_type = info.get("task", ""), info.get("task_type", "")
+    while True:
+        plan = list(info.get("expert_actions") or [])
+        if not plan:
+            return None
+        response = expert_response(env_name, task=task, action=plan[0])
+        action, valid = project_action(env_name, response)
+        if not valid or not _same_action(env_name, action, plan[0]):
+            return None
+        steps.append({"observation": obs, "history": list(history), "admissible": list(info.get("admissible_actions", [])),
+                      "response": response, "action": action, "expert_actions": plan, "reward": 0.0})
+        prev_obs = obs
+        obs, reward, term, trunc, info = env.step(action)
+        steps[-1]["reward"] = float(reward)
+        history.append((prev_obs, action))
+        if not (term or trunc) and len(history) >= max_steps:
+            trunc = True  # the runner's cap
+        if term or trunc:
+            if not info.get("won", False):
+                return None
+            return {"task_id": task_id, "task": task, "task_type": task_type, "steps": steps,
+                    "ground_truth": info.get("ground_truth") or {}}
+
+
+def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: int, history_length: int,
+                           max_steps: int, seed: int | None, skill_fraction: float = 0.3,
+                           env_kwargs: dict | None = None, task_ids: Sequence[str] | None = None,
+                           stats: dict | None = None) -> list[Demo]:
+    """Expert demonstrations on `num_tasks` tasks of `split` (a seeded sample; seed=None: the first
+    ones; `task_ids` overrides the choice). Only episodes the expert won are kept. `stats`, if given,
+    is filled with counts (episodes tried/won/with skills, steps)."""
+    import envs as envs_pkg
+
+    name = envs_pkg.env_name_of(env_name)
+    if int(num_tasks) < 1:
+        raise ValueError(f"num_tasks={num_tasks}: must be >= 1")
+    if int(max_steps) < 1:
+        raise ValueError(f"max_steps={max_steps}: must be >= 1")
+    if not 0.0 <= float(skill_fraction) <= 1.0:
+        raise ValueError(f"skill_fraction={skill_fraction}: must be in [0, 1]")
+    kw = dict(env_kwargs or {})
+    kw.setdefault("split", split)
+    kw.setdefault("max_steps", int(max_steps))
+    env = envs_pkg.make(name, **kw)
+    try:
+        ids = list(task_ids) if task_ids is not None else select_task_ids(env.task_ids(), num_tasks, seed)
+        if not ids:
+            raise ValueError(f"env={name!r} split={kw['split']!r} has no tasks")
+        rng = np.random.default_rng(None if seed is None else int(seed) + 7919)
+        demos: list[Demo] = []
+        won = with_skills = 0
+        for task_id in ids:
+            ep = _play_expert(env, name, task_id, int(max_steps))
+            if ep is None:
+                continue
+            won += 1
+            demos.extend(_episode_demos(name, ep, history_length, skill_fraction, rng))
+            with_skills += int(any(d.episode_skill or d.step_skill for d in demos[-len(ep["steps"]):]))
+    finally:
+        try:
+            env.close()
+        except Exception:
+            pass
+    if stats is not None:
+        stats.update({"env": name, "split": kw["split"], "episodes_tried": len(ids), "episodes_won": won,
+                      "episodes_with_skills": with_skills, "demos": len(demos)})
+    return demos
+
+
+def _episode_demos(env_name: str, ep: dict[str, Any], history_length: int, skill_fraction: float,
+                   rng: np.random.Generator) -> list[Demo]:
+    steps = ep["steps"]
+    use_skill = bool(rng.random() < skill_fraction)
+    mode = None
+    if use_skill:
+        names, probs = zip(*SKILL_MODES)
+        mode = names[int(rng.choice(len(names), p=np.asarray(probs) / sum(probs)))]
+    ep_skill = None
+    if mode in ("episode", "both"):
+        ep_skill = episode_skill_text(env_name, ep["task_id"], ep["task"], ep["task_type"], steps, ep["ground_truth"])
+    step_idx: set[int] = set()
+    if mode in ("step", "both"):
+        step_idx = {i for i in range(len(steps)) if rng.random() < STEP_SKILL_PROB}
+        if not step_idx:
+            step_idx = {int(rng.integers(len(steps)))}
+    out = []
+    for i, s in enumerate(steps):
+        base = build_prompt(env_name, task=ep["task"], obs=s["observation"], history=s["history"],
+                            admissible=s["admissible"], step=len(s["history"]), history_length=int(history_length))
+        st_skill = step_skill_text(env_name, s["expert_actions"][0]) if i in step_idx else None
+        prompt = insert_skills(base, episode_skill=ep_skill, step_skill=st_skill)
+        out.append(Demo(env_name=env_name, task_id=ep["task_id"], step=i, prompt=prompt, response=s["response"],
+                        action=s["action"], base_prompt=base, episode_skill=ep_skill, step_skill=st_skill))
+    return out
+
+
+# ---- tokenization -------------------------------------------------------------------------------
+def encode_prompt(tokenizer, user_text: str, max_prompt_len: int, enable_thinking: bool = False) -> tuple[list[int], bool]:
+    """Exactly LLMRLModule.encode_prompts for one prompt: chat template, no special tokens, left-truncate."""
+    chat = chat_prompt(tokenizer, user_text, enable_thinking=enable_thinking)
+    ids = tokenizer(chat, add_special_tokens=False)["input_ids"]
+    toks, cut = truncate_left(ids, int(max_prompt_len))
+    return list(toks), bool(cut)
+
+
+def encode_response(tokenizer, response: str) -> list[int]:
+    """Response tokens + the EOS the generation backend stops on (<|im_end|> for our template)."""
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError("tokenizer has no eos_token: SFT needs one to teach the policy to stop")
+    return list(tokenizer(response, add_special_tokens=False)["input_ids"]) + [int(eos)]
+
+
+def encode_demos(tokenizer, demos: Sequence[Demo], max_prompt_len: int,
+                 enable_thinking: bool = False) -> tuple[list[list[int]], list[list[int]], int]:
+    prompts, responses, cut = [], [], 0
+    for d in demos:
+        p, c = encode_prompt(tokenizer, d.prompt, max_prompt_len, enable_thinking)
+        prompts.append(p)
+        responses.append(encode_response(tokenizer, d.response))
+        cut += int(c)
+    return prompts, responses, cut
+
+
+# ---- batching -----------------------------------------------------------------------------------
+def length_batches(lengths: Sequence[int], batch_size: int, rng: np.random.Generator) -> list[list[int]]:
+    """Bucket by length: sort (random tie-break), cut into batches, shuffle the batch order."""
+    n = len(lengths)
+    tie = rng.random(n)
+    order = sorted(range(n), key=lambda i: (lengths[i], tie[i]))
+    batches = [order[s:s + batch_size] for s in range(0, n, batch_size)]
+    perm = rng.permutation(len(batches))
+    return [batches[int(i)] for i in perm]
+
+
+def micro_batches(idx: list[int], lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Split a batch so that rows x longest row stays within `max_tokens` padded tokens."""
+    out, cur, longest = [], [], 0
+    for i in sorted(idx, key=lambda j: lengths[j]):
+        new_longest = max(longest, lengths[i])
+        if cur and new_longest * (len(cur) + 1) > max_tokens:
+            out.append(cur)
+            cur, new_longest = [], lengths[i]
+        cur.append(i)
+        longest = new_longest
+    if cur:
+        out.append(cur)
+    return out
+
+
+def sft_logprobs(model, prompt_ids, prompt_len, response_ids, response_len):
+    """log pi(y_l | x, y_<l) per response token as [B, R] (0 beyond response_len).
+
+    Same layout and numbers as rl_module.response_logprobs (temperature 1), but only the logits of
+    the response positions are materialised (`logits_to_keep`), which saves the lm-head work on
+    long prompts.
+    """
+    import torch
+
+    p_w = prompt_ids.shape[1]
+    p_max = max(int(prompt_len.max()), 1)
+    r_max = max(int(response_len.max()), 1)
+    prompts = prompt_ids[:, p_w - p_max:]
+    resp = response_ids[:, :r_max]
+    p_mask = torch.arange(p_max).unsqueeze(0) >= (p_max - prompt_len).unsqueeze(1)
+    r_mask = torch.arange(r_max).unsqueeze(0) < response_len.unsqueeze(1)
+    attn = torch.cat([p_mask, r_mask], dim=1).long()
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=torch.cat([prompts, resp], dim=1), attention_mask=attn, position_ids=pos,
+                use_cache=False, logits_to_keep=r_max + 1)
+    logits = out.logits[:, :r_max, :].float()  # position p_max-1+l predicts response token l
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, resp.unsqueeze(-1)).squeeze(-1)
+    return logp * r_mask
+
+
+def _lr_at(step: int, total: int, base: float, warmup: int) -> float:
+    if warmup > 0 and step < warmup:
+        return base * (step + 1) / warmup
+    frac = (step - warmup) / max(1, total - warmup)
+    return base * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, frac))))
+
+
+# ---- training -----------------------------------------------------------------------------------
+def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: float, batch_size: int,
+              max_prompt_len: int, seed: int, weight_decay: float = 0.0, warmup_frac: float = 0.05,
+              max_grad_norm: float = 1.0, max_tokens_per_micro: int = 8192, enable_thinking: bool = False,
+              log: Callable[[str], None] | None = print) -> Path:
+    """Behaviour cloning of `demos` into the model at `model_path`; writes a HF folder to `out_dir`
+    (weights, tokenizer, generation config, and `sft_stats.json` with the loss curve)."""
+    import torch
+
+    from opid_rllib.models import load_model, load_tokenizer
+    from opid_rllib.rl_module import pack
+
+    if not demos:
+        raise ValueError("train_sft: no demonstrations (did the expert win any episode?)")
+    for key, val, ok in (("epochs", epochs, int(epochs) >= 1), ("batch_size", batch_size, int(batch_size) >= 1),
+                         ("lr", lr, float(lr) > 0), ("max_prompt_len", max_prompt_len, int(max_prompt_len) >= 16)):
+        if not ok:
+            raise ValueError(f"{key}={val}: invalid (epochs/batch_size >= 1, lr > 0, max_prompt_len >= 16)")
+    t_start = time.perf_counter()
+    say = log or (lambda _msg: None)
+    torch.manual_seed(int(seed))
+    tokenizer = load_tokenizer(model_path)
+    model = load_model(model_path, dtype="float32")
+    model.config.use_cache = False
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    prompts, responses, n_cut = encode_demos(tokenizer, demos, max_prompt_len, enable_thinking)
+    lengths = [len(p) + len(r) for p, r in zip(prompts, responses)]
+    n_resp_tokens = int(sum(len(r) for r in responses))
+    rng = np.random.default_rng(int(seed))
+    steps_per_epoch = math.ceil(len(demos) / int(batch_size))
+    total_steps = steps_per_epoch * int(epochs)
+    warmup = int(round(warmup_frac * total_steps))
+    decay, no_decay = [], []
+    for n_, p_ in model.named_parameters():
+        (no_decay if p_.ndim < 2 or "norm" in n_ else decay).append(p_)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": float(weight_decay)},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=float(lr), betas=(0.9, 0.95), eps=1e-8)
+    say(f"[opid-sft] {len(demos)} demos, {sum(lengths)} tokens ({n_resp_tokens} response), "
+        f"{n_cut} prompts truncated to {max_prompt_len}; {epochs} epochs x {steps_per_epoch} steps")
+
+    model.train()
+    step = 0
+    curve: list[dict[str, float]] = []
+    for epoch in range(int(epochs)):
+        t_ep = time.perf_counter()
+        ep_loss_sum, ep_tokens = 0.0, 0
+        for batch in length_batches(lengths, int(batch_size), rng):
+            cur_lr = _lr_at(step, total_steps, float(lr), warmup)
+            for g in opt.param_groups:
+                g["lr"] = cur_lr
+            n_tok = sum(len(responses[i]) for i in batch)
+            opt.zero_grad(set_to_none=True)
+            for mb in micro_batches(batch, lengths, int(max_tokens_per_micro)):
+                b = {k: torch.as_tensor(v) for k, v in pack([prompts[i] for i in mb], [responses[i] for i in mb],
+                                                             pad_id).items()}
+                logp = sft_logprobs(model, b["prompt_ids"], b["prompt_len"], b["response_ids"], b["response_len"])
+                nll = -logp.sum()
+                (nll / n_tok).backward()
+                ep_loss_sum += float(nll.detach())
+            ep_tokens += n_tok
+            if max_grad_norm and max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), float(max_grad_norm))
+            opt.step()
+            step += 1
+        loss = ep_loss_sum / max(1, ep_tokens)
+        curve.append({"epoch": epoch + 1, "loss": loss, "lr": cur_lr, "seconds": time.perf_counter() - t_ep})
+        say(f"[opid-sft] epoch {epoch + 1}/{epochs}: loss {loss:.4f} (token mean over {ep_tokens} response "
+            f"tokens), lr {cur_lr:.2e}, {time.perf_counter() - t_ep:.1f}s")
+
+    model.eval()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.config.use_cache = True
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    stats = {"base_model": str(model_path), "demos": len(demos), "tokens": int(sum(lengths)),
+             "response_tokens": n_resp_tokens, "prompts_truncated": n_cut, "epochs": int(epochs),
+             "optimizer_steps": step, "lr": float(lr), "batch_size": int(batch_size),
+             "max_prompt_len": int(max_prompt_len), "seed": int(seed), "loss_curve": curve,
+             "final_loss": curve[-1]["loss"], "train_seconds": time.perf_counter() - t_start}
+    (out / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n")
+    return out
+
+
+# ---- greedy evaluation (the runner's loop, no Ray) ----------------------------------------------
+def evaluate_greedy(model_path, env_name: str, task_ids: Iterable[str], *, history_length: int, max_steps: int,
+                    max_prompt_len: int = 2048, max_new_tokens: int = 96, split: str = "train",
+                    env_kwargs: dict | None = None, enable_thinking: bool = False, batch_size: int = 32,
+                    model=None, tokenizer=None) -> dict[str, Any]:
+    """Greedy success rate of a policy stepping the env like GroupedTextEnvRunner (same prompts,
+    same encoding, same projection; one copy per task). Returns rates and per-task outcomes."""
+    import envs as envs_pkg
+    from opid_rllib.generation.hf import HFBackend
+    from opid_rllib.models import load_model, load_tokenizer
+
+    name = envs_pkg.env_name_of(env_name)
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_path)
+    model = model if model is not None else load_model(model_path)
+    backend = HFBackend(model=model, tokenizer=tokenizer, max_batch_size=int(batch_size))
+    kw = dict(env_kwargs or {})
+    kw.setdefault("split", split)
+    kw.setdefault("max_steps", int(max_steps))
+    slots = []
+    for tid in task_ids:
+        env = envs_pkg.make(name, **kw)
+        obs, info = env.reset(options={"task_id": tid})
+        slots.append({"env": env, "task_id": str(tid), "obs": obs, "info": info, "history": [], "done": False,
+                      "won": False, "valid": 0, "steps": 0})
+    t0 = time.perf_counter()
+    while True:
+        live = [s for s in slots if not s["done"]]
+        if not live:
+            break
+        ids = []
+        for s in live:
+            info = s["info"]
+            prompt = build_prompt(name, task=info.get("task", ""), obs=s["obs"], history=s["history"],
+                                  admissible=list(info.get("admissible_actions", [])), step=len(s["history"]),
+                                  history_length=int(history_length))
+            ids.append(encode_prompt(tokenizer, prompt, max_prompt_len, enable_thinking)[0])
+        gens = backend.generate(ids, temperature=0.0, max_new_tokens=int(max_new_tokens))
+        for s, g in zip(live, gens):
+            action, valid = project_action(name, g.text)
+            prev_obs = s["obs"]
+            obs, _r, term, trunc, info = s["env"].step(action)
+            s["history"].append((prev_obs, action))
+            s["valid"] += int(valid)
+            s["steps"] += 1
+            s["obs"], s["info"] = obs, info
+            if not (term or trunc) and len(s["history"]) >= int(max_steps):
+                trunc = True
+            if term or trunc:
+                s["done"], s["won"] = True, bool(info.get("won", False))
+    for s in slots:
+        try:
+            s["env"].close()
+        except Exception:
+            pass
+    n = max(1, len(slots))
+    total_steps = max(1, sum(s["steps"] for s in slots))
+    return {"episodes": len(slots), "success_rate": sum(s["won"] for s in slots) / n,
+            "format_valid_rate": sum(s["valid"] for s in slots) / total_steps,
+            "mean_steps": sum(s["steps"] for s in slots) / n, "seconds": time.perf_counter() - t0,
+            "won": {s["task_id"]: s["won"] for s in slots}}

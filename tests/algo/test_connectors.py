@@ -1,0 +1,104 @@
+"""The learner connector pipeline on real rollouts: skills -> routing -> prompts -> re-score -> A."""
+
+import copy
+
+import numpy as np
+import pytest
+
+from opid_rllib.algorithm import attach_outcome_advantages, shard_by_group
+from opid_rllib.connectors import opid_learner_connectors
+from opid_rllib.connectors.common import SAMPLES
+from opid_rllib.env_runner import GroupedTextEnvRunner
+from opid_rllib.prompts import insert_skills
+from opid_rllib.rl_module import LLMRLModule
+from envs.base import text_space
+from tests.algo.helpers import tiny_config
+
+W = 0.5  # a large weight so the teacher term is visible next to the outcome term
+
+
+@pytest.fixture(scope="module")
+def setup():
+    cfg = tiny_config(group_size=2, tasks_per_iter=2, max_steps=3, max_step_skills_per_traj=1,
+                      episode_skill_adv_weight=W, step_skill_adv_weight=W)
+    runner = GroupedTextEnvRunner(config=cfg)
+    episodes = runner.sample_groups(list(runner._make_env(0).task_ids()[:2]), seed=3)
+    runner.stop()
+    attach_outcome_advantages(episodes, cfg.invalid_action_penalty, cfg.outcome_adv_norm)
+    module = LLMRLModule(observation_space=text_space(), action_space=text_space(), model_config=cfg.model_config)
+    return cfg, episodes, module
+
+
+def run_pipeline(cfg, episodes, module):
+    shared = {}
+    batch = {}
+    for piece in opid_learner_connectors(cfg):
+        batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=None)
+    return batch["default_policy"], shared[SAMPLES]
+
+
+def test_critical_first_rescoring_and_combined_advantage(setup):
+    cfg, episodes, module = setup
+    out, t = run_pipeline(cfg, episodes, module)
+    n = len(t["prompt"])
+    assert out["advantages"].shape[0] == n == sum(len(e) for e in episodes)
+    for i in range(n):
+        has_step = t["step_skill"][i] is not None
+        # Critical-first: a critical step uses its step skill only; every other step the episode skill.
+        assert t["use_step"][i] == has_step and t["use_episode"][i] == (not has_step)
+        skill_prompt = t["prompt_step"][i] if has_step else t["prompt_ep"][i]
+        expect_prompt = insert_skills(t["prompt"][i], step_skill=t["step_skill"][i]) if has_step \
+            else insert_skills(t["prompt"][i], episode_skill=t["episode_skill"][i])
+        assert skill_prompt == expect_prompt != t["prompt"][i]
+        # Re-scoring = the module's own log-probs of the SAME response under the skill prompt.
+        ids, _ = module.encode_prompts([skill_prompt])
+        want = module.score(ids, [t["response_ids"][i]])[0]
+        got = t["logp_step"][i] if has_step else t["logp_ep"][i]
+        np.testing.assert_allclose(got, want, atol=1e-5)
+        r = len(t["response_ids"][i])
+        old = out["old_logp"][i, :r].numpy()
+        adv = out["advantages"][i].numpy()
+        np.testing.assert_allclose(adv[:r], t["outcome_adv"][i] + W * (want - old), atol=1e-4)
+        assert np.all(adv[r:] == 0)
+    assert t["use_step"].any() and t["use_episode"].any()
+
+
+def test_failed_analysis_falls_back_to_plain_grpo(setup):
+    cfg, episodes, module = setup
+    eps = copy.deepcopy(episodes)
+    eps[0].custom_data["opid"]["skills"] = {"episode_skill": "", "step_skills": {}, "error": "HTTP 500"}
+    eps[1].custom_data["opid"]["skills"] = None  # never analysed
+    out, t = run_pipeline(cfg, eps, module)
+    k = len(eps[0]) + len(eps[1])
+    assert not t["use_episode"][:k].any() and not t["use_step"][:k].any()
+    mask = out["response_mask"][:k].numpy()
+    np.testing.assert_array_equal(out["advantages"][:k].numpy(), t["outcome_adv"][:k, None] * mask)
+
+
+def test_grpo_weights_zero_means_no_rescoring(setup):
+    cfg, episodes, module = setup
+    grpo = copy.deepcopy(cfg)
+    grpo._set(episode_skill_adv_weight=0.0, step_skill_adv_weight=0.0)
+    out, t = run_pipeline(grpo, episodes, module)
+    assert all(p is None for p in t["prompt_ep"] + t["prompt_step"])
+    np.testing.assert_array_equal(out["advantages"].numpy(), t["outcome_adv"][:, None] * out["response_mask"].numpy())
+
+
+def test_outcome_advantage_uses_group_statistics(setup):
+    _, episodes, _ = setup
+    adv = np.concatenate([e.custom_data["opid"]["outcome_adv"] for e in episodes])
+    groups = [e.custom_data["opid"]["group_id"] for e in episodes for _ in range(len(e))]
+    for g in set(groups):
+        sel = np.asarray(groups) == g
+        assert abs(adv[sel].mean()) < 1e-5  # mean-std normalised within each group over all its steps
+
+
+def test_shards_keep_groups_whole(setup):
+    _, episodes, _ = setup
+    eps = episodes * 3  # 2 groups, each now 3x larger
+    shards = shard_by_group(eps, 2)
+    seen = {}
+    for k, shard in enumerate(shards):
+        for e in shard:
+            assert seen.setdefault(e.custom_data["opid"]["group_id"], k) == k
+    assert sum(len(s) for s in shards) == len(eps) and all(shards)

@@ -1,0 +1,74 @@
+"""The grouped runner: G episodes per task, whole-string observations, faults counted not fatal."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from envs.searchqa.env import SearchQAEnv
+from opid_rllib.env_runner import ENV_ERROR_OBS, GroupedTextEnvRunner
+from tests.algo.helpers import tiny_config
+
+
+@pytest.fixture(scope="module")
+def runner():
+    r = GroupedTextEnvRunner(config=tiny_config(group_size=3))
+    yield r
+    r.stop()
+
+
+def test_groups_share_task_and_differ_across_tasks(runner):
+    ids = list(runner._make_env(0).task_ids()[:2])
+    eps = runner.sample_groups(ids, seed=1)
+    assert len(eps) == 2 * 3
+    metas = [e.custom_data["opid"] for e in eps]
+    for k, tid in enumerate(ids):
+        group = metas[3 * k: 3 * k + 3]
+        assert {m["task_id"] for m in group} == {tid}
+        assert len({m["group_id"] for m in group}) == 1
+        assert len({m["traj_id"] for m in group}) == 3
+    assert metas[0]["group_id"] != metas[3]["group_id"]
+    for e in eps:
+        assert e.is_done and 1 <= len(e) <= 3
+        obs = e.get_observations()
+        # Text observations stay whole strings (a vector env would split them into characters).
+        assert all(isinstance(o, str) for o in obs) and obs[0].startswith("Question:")
+        n = e.get_extra_model_outputs("response_len")
+        assert all(0 < int(x) <= 12 for x in n)
+        assert e.custom_data["opid"]["skills"]["episode_skill"]  # hindsight analyzer ran
+
+
+def test_same_seed_same_rollout():
+    cfg = tiny_config(group_size=2, analyzer="none")
+    a, b = GroupedTextEnvRunner(config=cfg), GroupedTextEnvRunner(config=cfg)
+    ids = list(a._make_env(0).task_ids()[:1])
+    ea, eb = a.sample_groups(ids, seed=7), b.sample_groups(ids, seed=7)
+    for x, y in zip(ea, eb):
+        assert list(x.get_actions()) == list(y.get_actions())
+        assert x.custom_data["opid"]["skills"] is None
+
+
+class CrashingSearchQA(SearchQAEnv):
+    """A real env that raises on its 2nd step (fault injection)."""
+
+    def _step_task(self, action):
+        if self._step_count >= 2:
+            raise RuntimeError("boom")
+        return super()._step_task(action)
+
+
+def test_crashing_env_is_counted_and_episode_kept():
+    gym.register("opid-test/CrashingSearchQA-v0", entry_point=CrashingSearchQA, disable_env_checker=True)
+    cfg = tiny_config(group_size=2, max_steps=4, analyzer="none")
+    cfg.environment("opid-test/CrashingSearchQA-v0", env_config={"max_steps": 4})
+    r = GroupedTextEnvRunner(config=cfg)
+    assert r.env_name == "searchqa"
+    eps = r.sample_groups(list(r._make_env(0).task_ids()[:1]), seed=0)
+    crashed = [e for e in eps if e.custom_data["opid"]["env_error"]]
+    assert crashed, "the untrained model never answers at step 1, so the crash must be reached"
+    # Episodes that answered at step 1 end normally; the rest hit the crash at step 2.
+    for e in crashed:
+        assert len(e) == 2 and e.is_truncated and e.get_observations()[-1] == ENV_ERROR_OBS
+    m = r.get_metrics()
+    assert m["opid_runner"]["env_errors"].peek() == len(crashed)
+    # The runner rebuilt the env: the next rollout still works.
+    assert len(r.sample_groups(list(r._make_env(0).task_ids()[:1]), seed=1)) == 2
