@@ -61,6 +61,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--multiprocessing", action="store_true", help="engine core in a child process")
     ap.add_argument("--no-hf", action="store_true", help="skip the HFBackend comparison")
+    ap.add_argument("--hf-threads", type=int, default=1,
+                    help="torch threads for the HF run (1 = what VLLMBackend uses in-process on CPU)")
     args = ap.parse_args(argv)
 
     import torch
@@ -78,7 +80,9 @@ def main(argv=None) -> dict:
 
     res: dict = {"model": "tiny" if args.model is None else model_path, "dtype": args.dtype,
                  "prompts": args.prompts, "max_new_tokens": args.new_tokens,
-                 "multiprocessing": args.multiprocessing, "torch_threads_at_start": torch.get_num_threads()}
+                 "multiprocessing": args.multiprocessing, "torch_threads_at_start": torch.get_num_threads(),
+                 # other jobs on a 2-core box skew every figure: keep the load next to them
+                 "loadavg_1m_start": round(os.getloadavg()[0], 2), "cpus": os.cpu_count()}
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -89,8 +93,10 @@ def main(argv=None) -> dict:
     if not args.no_hf:
         from opid_rllib.generation.hf import HFBackend
 
+        torch.set_num_threads(args.hf_threads)
         hf = HFBackend(model_path, dtype=args.dtype)
         res["hf"] = _throughput(hf, prompts, args.new_tokens, args.repeats)
+        res["hf"]["threads"] = args.hf_threads
         print("hf:", res["hf"], flush=True)
         del hf
 
@@ -123,6 +129,7 @@ def main(argv=None) -> dict:
     t0 = time.perf_counter()
     backend.close()
     res["close_s"] = round(time.perf_counter() - t0, 2)
+    res["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
     if tmp is not None:
         tmp.cleanup()
     print(json.dumps(res), flush=True)

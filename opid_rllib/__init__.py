@@ -15,8 +15,14 @@ def __getattr__(name):  # lazy: importing the package must not import Ray/torch
 
 
 def register() -> None:
-    """Register the "OPID" trainable with Tune (done on import of opid_rllib.algorithm)."""
-    from opid_rllib import algorithm  # noqa: F401
+    """(Re-)register the "OPID" trainable with Tune.
+
+    Importing opid_rllib.algorithm registers it; call this again after a `ray.shutdown()` /
+    `ray.init()` cycle in the same process, since Tune's registry lives in the Ray session.
+    """
+    from opid_rllib import algorithm
+
+    algorithm._register_with_tune()
 
 
 __all__ = ["OPID", "OPIDConfig", "register"]

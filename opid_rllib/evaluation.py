@@ -89,6 +89,34 @@ def load_panel(panel, env: str | None = None):
     return panel
 
 
+def _one_line(e: BaseException, limit: int = 300) -> str:
+    msg = " ".join(f"{type(e).__name__}: {e}".split())
+    return msg if len(msg) <= limit else msg[:limit] + "..."
+
+
+def preflight_env(panel, env_config: Mapping[str, Any]) -> None:
+    """Build the env and reset the panel's first task, so a broken env fails in a second, not after
+    the model loads (the runner counts reset failures as lost episodes and keeps going)."""
+    import envs
+
+    try:
+        env = envs.make(panel.env, **dict(env_config))
+    except Exception as e:  # noqa: BLE001 - reported as one line naming the flag
+        raise EvalError(f"--env {panel.env}: building the env with {dict(env_config)} failed ({_one_line(e)}); "
+                        "fix the env install/data or pick another panel") from None
+    try:
+        env.reset(options={"task_id": panel.task_ids[0]})
+    except Exception as e:  # noqa: BLE001
+        raise EvalError(f"--panel {panel.name!r}: the {panel.env} env cannot reset the panel's first task "
+                        f"{panel.task_ids[0]!r} ({_one_line(e)}); the env's task data does not match the panel: "
+                        "rebuild the env data or pick another panel") from None
+    finally:
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
 def resolve_model_path(spec: str) -> Path:
     """resolve_model with errors turned into one line that names --model."""
     from opid_rllib.models import ModelResolutionError, resolve_model
@@ -101,7 +129,7 @@ def resolve_model_path(spec: str) -> Path:
     try:
         return resolve_model(s)
     except ModelResolutionError as e:
-        raise EvalError(f"--model {s!r}: {e}") from None
+        raise EvalError(f"--model {s!r}: {' '.join(str(e).split())}") from None
 
 
 def build_eval_config(config=None, *, panel, **llm_kwargs):
@@ -314,6 +342,7 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
         task_ids = task_ids[:int(episodes)]
 
     cfg = build_eval_config(config, panel=panel, **llm_kwargs)
+    preflight_env(panel, cfg.env_config)
     model_spec = str(cfg.llm_model)
     model_path = resolve_model_path(model_spec)
     cfg.llm(llm_model=str(model_path))
@@ -334,6 +363,10 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
     finally:
         runner.stop()
     t_done = time.perf_counter()
+    failed = sum(bool(r.get("reset_failed")) for r in records)
+    if failed:
+        print(f"opid-eval: warning: {failed} of {len(records)} episodes failed to reset their env twice; "
+              "they count as lost (see reset_failed in episodes.jsonl)", file=sys.stderr)
 
     steps = sum(r["length"] for r in records)
     rollout_s = t_done - t_loaded

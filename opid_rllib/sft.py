@@ -32,9 +32,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from opid_rllib.prompts.projection import _CJK
 from opid_rllib.prompts import build_prompt, canonical_env_name, chat_prompt, insert_skills, project_action, truncate_left
 
-MAX_THINK_TASK_WORDS = 12
+MAX_THINK_TASK_WORDS = 10
 STATS_FILE = "sft_stats.json"
 # Skill modes of a skill-augmented episode and their probabilities.
 SKILL_MODES = (("episode", 0.4), ("step", 0.4), ("both", 0.2))
@@ -65,8 +66,8 @@ _TAGS = re.compile(r"</?(think|action|search|answer|information)>", re.IGNORECAS
 
 
 def _clean(text: str) -> str:
-    """One line, no agent tags or angle brackets (they would confuse the projection)."""
-    text = _TAGS.sub(" ", str(text))
+    """One line, no agent tags, angle brackets or CJK characters (the projection rejects those)."""
+    text = _CJK.sub(" ", _TAGS.sub(" ", str(text)))
     return " ".join(text.replace("<", " ").replace(">", " ").split())
 
 
@@ -328,6 +329,30 @@ def sft_logprobs(model, prompt_ids, prompt_len, response_ids, response_len):
     return logp * r_mask
 
 
+def demo_loss(model, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int,
+              micro_batch_size: int = 8) -> float:
+    """Token-mean negative log-likelihood of the responses (no grad): the SFT loss without an update."""
+    import torch
+
+    from opid_rllib.rl_module import pack
+
+    total, n = 0.0, 0
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for s in range(0, len(prompt_ids), micro_batch_size):
+                b = {k: torch.as_tensor(v) for k, v in pack(prompt_ids[s:s + micro_batch_size],
+                                                             response_ids[s:s + micro_batch_size], pad_id).items()}
+                logp = sft_logprobs(model, b["prompt_ids"], b["prompt_len"], b["response_ids"], b["response_len"])
+                total += float(-logp.sum())
+                n += int(b["response_len"].sum())
+    finally:
+        if was_training:
+            model.train()
+    return total / max(1, n)
+
+
 def _lr_at(step: int, total: int, base: float, warmup: int) -> float:
     if warmup > 0 and step < warmup:
         return base * (step + 1) / warmup
@@ -339,9 +364,15 @@ def _lr_at(step: int, total: int, base: float, warmup: int) -> float:
 def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: float, batch_size: int,
               max_prompt_len: int, seed: int, weight_decay: float = 0.0, warmup_frac: float = 0.05,
               max_grad_norm: float = 1.0, max_tokens_per_micro: int = 8192, enable_thinking: bool = False,
+              log_every: int = 0, time_budget_s: float | None = None, final_loss_samples: int = 32,
               log: Callable[[str], None] | None = print) -> Path:
     """Behaviour cloning of `demos` into the model at `model_path`; writes a HF folder to `out_dir`
-    (weights, tokenizer, generation config, and `sft_stats.json` with the loss curve)."""
+    (weights, tokenizer, generation config, and `sft_stats.json` with the loss curve).
+
+    log_every > 0 also prints the running loss every that many optimizer steps. time_budget_s stops
+    training after the optimizer step that crosses the budget (the stats record it). The trained
+    model's loss on the first `final_loss_samples` demos (no dropout, no update) is recorded as
+    `final_eval_loss`, so a reload of the folder can be checked against it."""
     import torch
 
     from opid_rllib.models import load_model, load_tokenizer
@@ -378,11 +409,16 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
 
     model.train()
     step = 0
+    stopped_early = False
     curve: list[dict[str, float]] = []
     for epoch in range(int(epochs)):
         t_ep = time.perf_counter()
         ep_loss_sum, ep_tokens = 0.0, 0
+        win_sum, win_tok = 0.0, 0
         for batch in length_batches(lengths, int(batch_size), rng):
+            if time_budget_s is not None and time.perf_counter() - t_start > float(time_budget_s):
+                stopped_early = True
+                break
             cur_lr = _lr_at(step, total_steps, float(lr), warmup)
             for g in opt.param_groups:
                 g["lr"] = cur_lr
@@ -395,17 +431,32 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
                 nll = -logp.sum()
                 (nll / n_tok).backward()
                 ep_loss_sum += float(nll.detach())
+                win_sum += float(nll.detach())
             ep_tokens += n_tok
+            win_tok += n_tok
             if max_grad_norm and max_grad_norm > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), float(max_grad_norm))
             opt.step()
             step += 1
+            if log_every and step % int(log_every) == 0:
+                say(f"[opid-sft]   step {step}/{total_steps}: loss {win_sum / max(1, win_tok):.4f}, lr {cur_lr:.2e}, "
+                    f"{time.perf_counter() - t_start:.0f}s")
+                win_sum, win_tok = 0.0, 0
+        if ep_tokens == 0:
+            break
         loss = ep_loss_sum / max(1, ep_tokens)
         curve.append({"epoch": epoch + 1, "loss": loss, "lr": cur_lr, "seconds": time.perf_counter() - t_ep})
         say(f"[opid-sft] epoch {epoch + 1}/{epochs}: loss {loss:.4f} (token mean over {ep_tokens} response "
             f"tokens), lr {cur_lr:.2e}, {time.perf_counter() - t_ep:.1f}s")
+        if stopped_early:
+            say(f"[opid-sft] time budget {time_budget_s}s reached after {step} of {total_steps} steps")
+            break
 
     model.eval()
+    k = min(len(demos), max(0, int(final_loss_samples)))
+    final_eval = demo_loss(model, prompts[:k], responses[:k], pad_id) if k else None
+    if final_eval is not None:
+        say(f"[opid-sft] trained model: loss {final_eval:.4f} on the first {k} demos")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.config.use_cache = True
@@ -415,7 +466,9 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
              "response_tokens": n_resp_tokens, "prompts_truncated": n_cut, "epochs": int(epochs),
              "optimizer_steps": step, "lr": float(lr), "batch_size": int(batch_size),
              "max_prompt_len": int(max_prompt_len), "seed": int(seed), "loss_curve": curve,
-             "final_loss": curve[-1]["loss"], "train_seconds": time.perf_counter() - t_start}
+             "final_loss": curve[-1]["loss"] if curve else None,
+             "final_eval_loss": final_eval, "final_eval_samples": k,
+             "stopped_early": stopped_early, "train_seconds": time.perf_counter() - t_start}
     (out / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n")
     return out
 

@@ -36,19 +36,43 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--history-length", type=int, default=None,
                     help="past (obs, action) pairs shown in the prompt (default per env: " +
                          ", ".join(f"{k} {v['history_length']}" for k, v in ENV_DEFAULTS.items()) + ")")
-    ap.add_argument("--max-prompt-len", type=int, default=2048, help="prompt tokens kept (left-truncated; default 2048)")
+    ap.add_argument("--max-prompt-len", type=int, default=2048,
+                    help="prompt tokens kept (left-truncated; default 2048)")
     ap.add_argument("--batch-envs", type=int, default=16, help="episodes played (and generated) together (default 16)")
     ap.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
     ap.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
     ap.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="generation backend (default hf)")
     ap.add_argument("--output", default=None,
                     help="output dir (default ./outputs/eval/<panel>-<UTC timestamp>)")
+    ap.add_argument("--torch-threads", type=int, default=None,
+                    help="torch CPU threads (default: torch's; 1 is often faster on a busy shared machine)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     return ap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from opid_rllib.evaluation import default_output_dir, evaluate, format_table, write_results
+
+    if args.torch_threads is not None and args.torch_threads < 1:
+        print(f"opid-eval: error: --torch-threads {args.torch_threads}: must be >= 1", file=sys.stderr)
+        return 2
+    threads_before = None
+    if args.torch_threads is not None:
+        import torch
+
+        threads_before = torch.get_num_threads()
+        torch.set_num_threads(args.torch_threads)
+    try:
+        return _run(args)
+    finally:
+        if threads_before is not None:  # main() may be called in-process (tests): leave torch as found
+            import torch
+
+            torch.set_num_threads(threads_before)
+
+
+def _run(args) -> int:
     from opid_rllib.evaluation import default_output_dir, evaluate, format_table, write_results
 
     try:

@@ -15,4 +15,4 @@ def policy_module(rl_module):
 
 def log(metrics, key: str, value) -> None:
     if metrics is not None:
-        metrics.log_value(("opid", key), float(value), window=1)
+        metrics.log_value(("opid", *key.split("/")), float(value), window=1)

@@ -105,7 +105,8 @@ def test_generated_placements_respect_alfred_priors():
             o, r = line.strip("() \n").split()[1:3]
             if otype[o] not in gen.LAMPS:
                 assert otype[o] in C.VAL_RECEPTACLE_OBJECTS[rtype[r]], line
-    assert "(isCool" not in problem  # goal not already true
+    init = problem.split("(:init", 1)[1].split("(:goal", 1)[0]
+    assert "(isCool" not in init and "(opened" not in init  # goal not already true, doors closed
 
 
 def test_task_ids_and_reset_deterministic(smoke_env, cache_dir):

@@ -1,0 +1,139 @@
+"""`opid-sft`: behaviour-cloning warm start of a policy from an env's expert trajectories.
+
+    opid-sft --env alfworld --model tiny --out runs/sft-tiny [--tasks 200] [--epochs 3] [--lr 3e-3]
+             [--history-length 5] [--max-steps 30] [--skill-fraction 0.3] [--seed 0]
+
+Writes a Hugging Face model folder to --out (weights, tokenizer, generation config) that
+`AutoModelForCausalLM`, `opid_rllib.models.resolve_model(path)` and OPID's `model=` accept, plus
+`sft_stats.json` (demos, tokens, loss curve, wall times). Use the same --history-length,
+--max-prompt-len and thinking setting as the RL run: the prompts are the runner's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+DEFAULT_LR_TINY = 3e-3
+DEFAULT_LR_PRETRAINED = 2e-5
+
+
+class CliError(Exception):
+    """A bad input, reported as `opid-sft: error: ...` with exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="opid-sft", description="Behaviour-cloning warm start from expert trajectories.")
+    ap.add_argument("--env", required=True, help="alfworld | webshop | searchqa (or the gymnasium id)")
+    ap.add_argument("--model", default="tiny", help="tiny | smollm2-135m | local HF folder | cached hub id")
+    ap.add_argument("--out", required=True, help="output model folder (must be empty or new unless --overwrite)")
+    ap.add_argument("--split", default="train", help="env split the demonstrations come from (default train)")
+    ap.add_argument("--tasks", type=int, default=200, help="number of tasks the expert plays (seeded sample)")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--lr", type=float, default=None,
+                    help=f"AdamW peak lr (default {DEFAULT_LR_TINY} for tiny, {DEFAULT_LR_PRETRAINED} otherwise)")
+    ap.add_argument("--batch-size", type=int, default=8, help="demos per optimizer step")
+    ap.add_argument("--max-tokens-per-micro", type=int, default=8192,
+                    help="padded tokens per micro-batch (gradient accumulation inside a batch)")
+    ap.add_argument("--history-length", type=int, default=5)
+    ap.add_argument("--max-steps", type=int, default=30)
+    ap.add_argument("--max-prompt-len", type=int, default=2048)
+    ap.add_argument("--skill-fraction", type=float, default=0.3)
+    ap.add_argument("--enable-thinking", action="store_true", help="chat template with thinking on (match the RL run)")
+    ap.add_argument("--env-kwargs", default="{}", help="JSON dict passed to envs.make (e.g. '{\"seed\": 0}')")
+    ap.add_argument("--time-budget-s", type=float, default=None, help="stop training after this many seconds")
+    ap.add_argument("--log-every", type=int, default=0, help="also print the loss every N optimizer steps")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--overwrite", action="store_true", help="allow writing into a non-empty --out")
+    return ap
+
+
+def _check(args) -> dict:
+    import envs
+
+    try:
+        args.env = envs.env_name_of(args.env)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    for key, ok in (("tasks", args.tasks >= 1), ("epochs", args.epochs >= 1), ("batch_size", args.batch_size >= 1),
+                    ("max_steps", args.max_steps >= 1), ("max_prompt_len", args.max_prompt_len >= 16),
+                    ("history_length", args.history_length >= 0), ("max_tokens_per_micro", args.max_tokens_per_micro >= 1),
+                    ("skill_fraction", 0.0 <= args.skill_fraction <= 1.0),
+                    ("lr", args.lr is None or args.lr > 0)):
+        if not ok:
+            raise CliError(f"--{key.replace('_', '-')}={getattr(args, key)}: out of range "
+                           "(tasks/epochs/batch-size/max-steps >= 1, max-prompt-len >= 16, history-length >= 0, "
+                           "skill-fraction in [0, 1], lr > 0)")
+    try:
+        env_kwargs = json.loads(args.env_kwargs)
+    except json.JSONDecodeError as e:
+        raise CliError(f"--env-kwargs is not valid JSON: {e}") from None
+    if not isinstance(env_kwargs, dict):
+        raise CliError("--env-kwargs must be a JSON object")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--out {out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not args.overwrite:
+        raise CliError(f"--out {out} is not empty; pass --overwrite to write into it")
+    return env_kwargs
+
+
+def run(args) -> dict:
+    from opid_rllib.models import ModelResolutionError, resolve_model
+    from opid_rllib.sft import STATS_FILE, collect_demonstrations, train_sft
+
+    t0 = time.perf_counter()
+    env_kwargs = _check(args)
+    try:
+        model_path = resolve_model(args.model)
+    except ModelResolutionError as e:
+        raise CliError(str(e)) from None
+    lr = args.lr if args.lr is not None else (DEFAULT_LR_TINY if args.model == "tiny" else DEFAULT_LR_PRETRAINED)
+    print(f"[opid-sft] env={args.env} split={args.split} model={model_path} out={args.out}", flush=True)
+
+    cstats: dict = {}
+    try:
+        demos = collect_demonstrations(args.env, split=args.split, num_tasks=args.tasks,
+                                       history_length=args.history_length, max_steps=args.max_steps, seed=args.seed,
+                                       skill_fraction=args.skill_fraction, env_kwargs=env_kwargs, stats=cstats)
+    except (ValueError, KeyError) as e:
+        raise CliError(f"collecting demonstrations failed: {e}") from None
+    collect_s = time.perf_counter() - t0
+    print(f"[opid-sft] expert won {cstats['episodes_won']}/{cstats['episodes_tried']} episodes -> {len(demos)} demos "
+          f"({cstats['episodes_with_skills']} episodes with skills) in {collect_s:.1f}s", flush=True)
+    if not demos:
+        raise CliError(f"the expert won none of the {cstats['episodes_tried']} episodes of env={args.env} "
+                       f"split={args.split} within --max-steps {args.max_steps}; nothing to clone")
+
+    out = train_sft(model_path, demos, args.out, epochs=args.epochs, lr=lr, batch_size=args.batch_size,
+                    max_prompt_len=args.max_prompt_len, seed=args.seed, max_tokens_per_micro=args.max_tokens_per_micro,
+                    enable_thinking=args.enable_thinking, log_every=args.log_every, time_budget_s=args.time_budget_s)
+    stats_path = Path(out) / STATS_FILE
+    stats = json.loads(stats_path.read_text())
+    stats.update({"env": args.env, "split": args.split, "model": args.model, "collection": cstats,
+                  "history_length": args.history_length, "max_steps": args.max_steps,
+                  "skill_fraction": args.skill_fraction, "enable_thinking": bool(args.enable_thinking),
+                  "collect_seconds": collect_s, "wall_seconds": time.perf_counter() - t0})
+    stats_path.write_text(json.dumps(stats, indent=2) + "\n")
+    print(f"[opid-sft] wrote {out} ({stats['demos']} demos, {stats['tokens']} tokens, final loss "
+          f"{stats['final_loss']:.4f}, {stats['wall_seconds']:.0f}s); stats in {stats_path}", flush=True)
+    return stats
+
+
+def main(argv=None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    try:
+        run(args)
+    except CliError as e:
+        print(f"opid-sft: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""opid-sft: expert demonstrations match the runner's prompts, targets parse back to the expert's
+command, skills land in their slots, and a tiny SFT run learns and saves a loadable HF folder.
+
+Fast by design (searchqa/webshop are offline and quick; ALFWorld only when its env lists tasks):
+the training test uses a handful of demos, a 128-token prompt window and two epochs.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import envs
+from opid_rllib.prompts import insert_skills, project_action
+from opid_rllib.prompts.skills import EPISODE_TITLE, STEP_TITLE
+from opid_rllib.sft import (
+    collect_demonstrations,
+    encode_demos,
+    encode_response,
+    expert_response,
+    length_batches,
+    micro_batches,
+    select_task_ids,
+)
+
+
+def _alfworld_ready() -> bool:
+    try:
+        return len(envs.make("alfworld").task_ids()) > 0
+    except Exception:
+        return False
+
+
+FAST_ENVS = ["searchqa", "webshop"]
+ALL_ENVS = FAST_ENVS + [pytest.param("alfworld", marks=pytest.mark.skipif(not _alfworld_ready(),
+                                                                          reason="alfworld env lists no tasks"))]
+
+
+def _same(env_name, a, b):
+    if env_name == "searchqa":
+        return a == b
+    return " ".join(a.lower().split()) == " ".join(b.lower().split())
+
+
+@pytest.fixture(scope="module")
+def runner_prompt():
+    """GroupedTextEnvRunner._prompt_for on a stand-in runner (no Ray workers started)."""
+    from opid_rllib.env_runner import GroupedTextEnvRunner
+
+    def build(env_name, history_length, slot):
+        fake = SimpleNamespace(settings={"history_length": history_length, "skills_in_rollout_prompt": False},
+                               env_name=env_name, _skill_cache={})
+        return GroupedTextEnvRunner._prompt_for(fake, slot)
+
+    return build
+
+
+@pytest.mark.parametrize("env_name", ALL_ENVS)
+def test_demos_match_runner_prompts_and_expert(env_name, runner_prompt):
+    """Replay every kept episode the way the runner does: same prompt bytes at every step, the
+    target parses (valid) to the expert's next command, and the episode is won."""
+    hl = 2
+    demos = collect_demonstrations(env_name, num_tasks=4, history_length=hl, max_steps=30, seed=3, skill_fraction=0.0)
+    assert demos
+    env = envs.make(env_name, split="train", max_steps=30)
+    by_task: dict[str, list] = {}
+    for d in demos:
+        by_task.setdefault(d.task_id, []).append(d)
+    for task_id, eps in by_task.items():
+        assert [d.step for d in eps] == list(range(len(eps)))
+        obs, info = env.reset(options={"task_id": task_id})
+        slot = {"info": info, "obs": obs, "history": [], "task_id": task_id}
+        for d in eps:
+            assert d.prompt == d.base_prompt == runner_prompt(env_name, hl, slot)
+            action, valid = project_action(env_name, d.response)
+            assert valid and action == d.action
+            assert _same(env_name, action, info["expert_actions"][0])
+            obs, _, term, trunc, info = env.step(action)
+            slot["history"].append((slot["obs"], action))
+            slot["obs"], slot["info"] = obs, info
+        assert term and info["won"]
+
+
+def test_seeded_task_choice_and_determinism():
+    ids = [f"t{i}" for i in range(50)]
+    assert select_task_ids(ids, 5, None) == ids[:5]
+    assert select_task_ids(ids, 5, 1) == select_task_ids(ids, 5, 1) != select_task_ids(ids, 5, 2)
+    assert select_task_ids(ids, 500, 0) and len(select_task_ids(ids, 500, 0)) == 50
+    a = collect_demonstrations("searchqa", num_tasks=5, history_length=5, max_steps=4, seed=1, skill_fraction=0.5)
+    b = collect_demonstrations("searchqa", num_tasks=5, history_length=5, max_steps=4, seed=1, skill_fraction=0.5)
+    assert [d.to_dict() for d in a] == [d.to_dict() for d in b]
+
+
+@pytest.mark.parametrize("env_name", FAST_ENVS)
+def test_skill_augmented_demos(env_name):
+    stats: dict = {}
+    demos = collect_demonstrations(env_name, num_tasks=8, history_length=3, max_steps=30, seed=0, skill_fraction=1.0,
+                                   stats=stats)
+    assert stats["episodes_with_skills"] == stats["episodes_won"] == len({d.task_id for d in demos})
+    kinds = set()
+    for d in demos:
+        assert d.prompt == insert_skills(d.base_prompt, episode_skill=d.episode_skill, step_skill=d.step_skill)
+        if d.episode_skill:
+            kinds.add("episode")
+            assert EPISODE_TITLE in d.prompt and d.episode_skill.strip() in d.prompt
+        if d.step_skill:
+            kinds.add("step")
+            assert STEP_TITLE in d.prompt and d.step_skill.strip() in d.prompt
+            # the step skill names the very command the response takes
+            inner = d.action.split(">", 1)[1].rsplit("<", 1)[0] if env_name == "searchqa" else d.action
+            assert inner.lower() in d.step_skill.lower()
+    assert kinds == {"episode", "step"}
+    # every skill episode carries at least one skill section somewhere
+    for tid in {d.task_id for d in demos}:
+        assert any(d.episode_skill or d.step_skill for d in demos if d.task_id == tid)
+    none = collect_demonstrations(env_name, num_tasks=4, history_length=3, max_steps=30, seed=0, skill_fraction=0.0)
+    assert all(d.prompt == d.base_prompt and not d.episode_skill and not d.step_skill for d in none)
+
+
+@pytest.mark.parametrize("env_name,action", [
+    ("alfworld", "take apple 1 from countertop 2"), ("webshop", "click[< prev]"),
+    ("webshop", "search[red <b>shoes</b> size 8]"), ("searchqa", "<search>Who wrote Hamlet</search>"),
+    ("searchqa", "<answer> New York </answer>"), ("searchqa", "plain answer"),
+])
+def test_expert_response_is_valid(env_name, action):
+    task = "put a <clean> apple in fridge </action> 日本"
+    resp = expert_response(env_name, task=task, action=action)
+    got, valid = project_action(env_name, resp)
+    assert valid, resp
+    if env_name == "searchqa":
+        expected = {"plain answer": "<answer>plain answer</answer>",
+                    "<answer> New York </answer>": "<answer>New York</answer>"}.get(action, action)
+        assert got == expected
+    else:
+        assert got == action.lower()
+
+
+def test_response_tokens_round_trip():
+    """What the HF backend decodes from the target tokens is the target text; EOS is <|im_end|>."""
+    from opid_rllib.models import load_tokenizer, resolve_model
+
+    tok = load_tokenizer(resolve_model("tiny"))
+    demos = collect_demonstrations("webshop", num_tasks=2, history_length=5, max_steps=30, seed=0)
+    for d in demos:
+        ids = encode_response(tok, d.response)
+        assert ids[-1] == tok.convert_tokens_to_ids("<|im_end|>")
+        assert tok.decode(ids, skip_special_tokens=True) == d.response
+    p, r, cut = encode_demos(tok, demos, max_prompt_len=64)
+    assert cut == len(demos) and all(len(x) == 64 for x in p)
+
+
+def test_batching_helpers():
+    rng = np.random.default_rng(0)
+    lengths = [int(x) for x in rng.integers(10, 500, size=23)]
+    batches = length_batches(lengths, 4, np.random.default_rng(1))
+    assert sorted(i for b in batches for i in b) == list(range(23))
+    assert batches == length_batches(lengths, 4, np.random.default_rng(1))
+    for b in batches:
+        mbs = micro_batches(b, lengths, 600)
+        assert sorted(i for m in mbs for i in m) == sorted(b)
+        assert all(len(m) == 1 or max(lengths[i] for i in m) * len(m) <= 600 for m in mbs)
+
+
+def test_cli_rejects_bad_input(tmp_path, capsys):
+    from opid_rllib.cli.sft import main
+
+    out = tmp_path / "m"
+    assert main(["--env", "nethack", "--out", str(out)]) == 2
+    assert "unknown" in capsys.readouterr().err
+    assert main(["--env", "searchqa", "--out", str(out), "--tasks", "0"]) == 2
+    assert "--tasks=0" in capsys.readouterr().err
+    assert main(["--env", "searchqa", "--out", str(out), "--model", str(tmp_path / "nope")]) == 2
+    assert "not a model folder" in capsys.readouterr().err
+    (out / "x").parent.mkdir(parents=True)
+    (out / "x").write_text("keep me")
+    assert main(["--env", "searchqa", "--out", str(out)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["--env", "searchqa", "--out", str(tmp_path / "m2"), "--env-kwargs", "[1]"]) == 2
+    with pytest.raises(SystemExit):
+        main(["--env", "searchqa"])  # --out is required (argparse exits 2)
+
+
+def test_sft_run_learns_and_saves_a_loadable_folder(tmp_path):
+    """Tiny run through the CLI: loss goes down, the folder reloads with AutoModelForCausalLM and
+    resolve_model, reproduces the trained model's loss, and the SFT log-probs equal the learner's."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from opid_rllib.cli.sft import main
+    from opid_rllib.models import load_model, load_tokenizer, resolve_model
+    from opid_rllib.rl_module import pack, response_logprobs
+    from opid_rllib.sft import demo_loss, sft_logprobs
+
+    out = tmp_path / "sft"
+    argv = ["--env", "searchqa", "--model", "tiny", "--out", str(out), "--tasks", "3", "--epochs", "2",
+            "--batch-size", "4", "--lr", "5e-3", "--max-prompt-len", "128", "--max-steps", "4", "--seed", "0",
+            "--skill-fraction", "0.3"]
+    assert main(argv) == 0
+    stats = json.loads((out / "sft_stats.json").read_text())
+    demos = collect_demonstrations("searchqa", num_tasks=3, history_length=5, max_steps=4, seed=0, skill_fraction=0.3)
+    assert stats["demos"] == len(demos) and stats["collection"]["episodes_won"] == 3
+    assert len(stats["loss_curve"]) == 2 and stats["wall_seconds"] > 0
+
+    base = resolve_model("tiny")
+    tok = load_tokenizer(base)
+    p, r, _ = encode_demos(tok, demos, max_prompt_len=128)
+    before = demo_loss(load_model(base), p, r, tok.pad_token_id)
+    k = stats["final_eval_samples"]
+    assert k == len(demos)
+    reloaded = AutoModelForCausalLM.from_pretrained(out).eval()
+    after = demo_loss(reloaded, p, r, tok.pad_token_id)
+    assert after == pytest.approx(stats["final_eval_loss"], rel=1e-4)
+    assert after < before - 0.5, (before, after)
+    assert stats["loss_curve"][-1]["loss"] < stats["loss_curve"][0]["loss"]
+
+    # resolve_model(path) opens the folder; same weights -> same logits
+    assert resolve_model(str(out)) == out
+    opid_loaded = load_model(resolve_model(str(out))).eval()
+    ids = torch.as_tensor([p[0] + r[0]])
+    with torch.no_grad():
+        torch.testing.assert_close(opid_loaded(input_ids=ids).logits, reloaded(input_ids=ids).logits)
+    assert load_tokenizer(out)(demos[0].response, add_special_tokens=False)["input_ids"] == r[0][:-1]
+
+    # the SFT loss is computed on the RL learner's layout and numbers
+    b = {key: torch.as_tensor(v) for key, v in pack(p[:4], r[:4], tok.pad_token_id).items()}
+    with torch.no_grad():
+        ours = sft_logprobs(reloaded, b["prompt_ids"], b["prompt_len"], b["response_ids"], b["response_len"])
+        ref, _ = response_logprobs(reloaded, b["prompt_ids"], b["prompt_len"], b["response_ids"], b["response_len"])
+    torch.testing.assert_close(ours, ref[:, :ours.shape[1]], atol=1e-5, rtol=1e-5)

@@ -1,0 +1,52 @@
+"""OPIDConfig: typed defaults from the reference scripts and one clear line per bad field."""
+
+import pytest
+
+from opid_rllib.algorithm import OPIDConfig
+from opid_rllib.presets import PRESETS, apply_preset
+
+
+def test_reference_defaults():
+    c = OPIDConfig()
+    assert (c.group_size, c.tasks_per_iter, c.max_step_skills_per_traj) == (8, 16, 5)
+    assert (c.episode_skill_adv_weight, c.step_skill_adv_weight) == (0.001, 0.001)
+    assert (c.clip_ratio_low, c.clip_ratio_high, c.dual_clip_c) == (0.2, 0.2, 3.0)
+    assert (c.kl_coeff, c.entropy_coeff, c.gamma, c.invalid_action_penalty) == (0.01, 0.001, 0.95, 0.1)
+    assert (c.skill_routing, c.outcome_adv_norm, c.analyzer, c.lr) == ("critical_first", "mean_std", "hindsight", 1e-6)
+    assert c.train_task_fraction == 1.0 and c.failed_only is False
+
+
+def test_validate_names_every_bad_field():
+    c = OPIDConfig().training(group_size=0, skill_routing="sideways", episode_skill_adv_weight=-1.0)
+    c.analyzer_settings(analyzer="gpt")
+    with pytest.raises(ValueError) as e:
+        c.validate()
+    msg = str(e.value)
+    for field in ("group_size=0", "skill_routing='sideways'", "episode_skill_adv_weight=-1.0", "analyzer='gpt'"):
+        assert field in msg
+    assert "critical_first" in msg  # says what the valid choices are
+
+
+def test_unknown_setting_is_rejected():
+    with pytest.raises(TypeError, match="max_skils"):
+        OPIDConfig().llm(max_skils=3)
+
+
+def test_learners_must_not_split_groups():
+    c = OPIDConfig().training(tasks_per_iter=1).learners(num_learners=2)
+    with pytest.raises(ValueError, match="tasks_per_iter=1"):
+        c.validate()
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets_validate(name):
+    apply_preset(OPIDConfig(), name).validate()
+
+
+def test_preset_semantics():
+    grpo = apply_preset(OPIDConfig(), "grpo")
+    assert grpo.analyzer == "none" and grpo.episode_skill_adv_weight == grpo.step_skill_adv_weight == 0
+    assert apply_preset(OPIDConfig(), "opsd").outcome_adv_weight == 0
+    assert apply_preset(OPIDConfig(), "additive").skill_routing == "additive"
+    with pytest.raises(ValueError, match="preset='nope'"):
+        apply_preset(OPIDConfig(), "nope")
