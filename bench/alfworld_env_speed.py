@@ -1,7 +1,8 @@
 """Benchmark (not a test): ALFWorld env throughput on this machine.
 
 Measures, as medians over repeats:
-  * steps/s of one env (random admissible actions, resets included when an episode ends);
+  * steps/s of one env (random admissible actions, resets included when an episode ends), with
+    and without the expert;
   * steps/s of 16 envs stepped together, round-robin in one process, as the grouped runner does
     (G=8 copies of 2 tasks, so resets of a task already loaded are exercised);
   * reset latency: first load of a game vs. a repeat reset;
@@ -45,13 +46,17 @@ def main() -> None:
     from envs.alfworld.env import ALFWorldEnv
 
     cache = tempfile.mkdtemp(prefix="alfworld_bench_")
-    make = lambda: ALFWorldEnv(split=args.split, cache_dir=cache, data_dir="")  # noqa: E731
+    make = lambda expert=True: ALFWorldEnv(split=args.split, cache_dir=cache, data_dir="",  # noqa: E731
+                                           expert=expert)
     ids = list(make().task_ids())
     rows = []
 
     one = make()
     r1 = [run_envs([one], ids[k::7][:4], args.steps, k) for k in range(args.repeats)]
     rows.append(("1 env, steps/s", statistics.median(r1)))
+    bare = make(expert=False)
+    r0 = [run_envs([bare], ids[k::7][:4], args.steps, k) for k in range(args.repeats)]
+    rows.append(("1 env without expert, steps/s", statistics.median(r0)))
 
     sixteen = [make() for _ in range(16)]
     r16 = [run_envs(sixteen, ids[10 * k + 3:10 * k + 5], args.steps * 2, k) for k in range(args.repeats)]
@@ -84,7 +89,7 @@ def main() -> None:
     for name, value in rows:
         print(f"{name:<40}{value:>10.1f}")
     print(f"{'reference ALFWorld env (issue #23)':<40}{'10-15':>10}  steps/s")
-    print(f"speed-up vs ~{ref} steps/s: 1 env x{rows[0][1] / ref:.1f}, 16 envs x{rows[1][1] / ref:.1f}")
+    print(f"speed-up vs ~{ref} steps/s: 1 env x{rows[0][1] / ref:.1f}, 16 envs x{rows[2][1] / ref:.1f}")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,9 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     "invalid_action_penalty": (0.1, float), "episode_skill_adv_weight": (0.001, float),
     "step_skill_adv_weight": (0.001, float), "skill_routing": ("critical_first", str),
     "normalize_teacher_adv": (False, bool), "clip_teacher_adv": (None, float),
-    "recompute_old_logp": (True, bool), "skills_in_rollout_prompt": (False, bool),
+    # None = auto: recompute log pi_old on the learner only when the sampler is not our own HF
+    # forward (vLLM kernels differ); HF sampling log-probs equal the learner's within 1e-4 (tested).
+    "recompute_old_logp": (None, bool), "skills_in_rollout_prompt": (False, bool),
     "skill_adv_in_advantage": (True, bool),
     # loss
     "clip_ratio_low": (0.2, float), "clip_ratio_high": (0.2, float), "dual_clip_c": (3.0, float),

@@ -200,13 +200,34 @@ def play_tasks(runner, task_ids: Sequence[str], *, temperature: float, seed: int
     """Play every task id once (greedy if temperature <= 0) with a built runner; records in task order.
 
     Works with any GroupedTextEnvRunner, e.g. an algorithm's local env runner for in-training eval.
+    The bar advances per finished chunk; its postfix shows the current step (a chunk can take minutes).
     """
     from tqdm.auto import tqdm
 
     records: list[dict[str, Any]] = []
+    n_chunks = max(1, math.ceil(len(task_ids) / batch_envs))
     bar = tqdm(total=len(task_ids), desc=desc, unit="ep", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    state = {"chunk": 0, "step": 0}
+
+    def status() -> str:
+        won = sum(r["won"] for r in records)
+        succ = f"success {100.0 * won / len(records):.1f}%, " if records else ""
+        return f"{succ}chunk {state['chunk'] + 1}/{n_chunks} step {state['step']}"
+
+    module = getattr(runner, "module", None)
+    wrapped = progress and module is not None and "generate" not in vars(module)
+    if wrapped:  # per-step progress: the runner has no step hook, so count its generate calls
+        class_generate = module.generate
+
+        def generate(prompt_ids, *args, **kwargs):
+            state["step"] += 1
+            bar.set_postfix_str(f"{status()} ({len(prompt_ids)} live)")
+            return class_generate(prompt_ids, *args, **kwargs)
+
+        module.generate = generate
     try:
         for k, start in enumerate(range(0, len(task_ids), batch_envs)):
+            state.update(chunk=k, step=0)
             chunk = [str(t) for t in task_ids[start:start + batch_envs]]
             eps = runner.sample_groups(chunk, explore=False, analyze=False, group_size=1,
                                        temperature=float(temperature), seed=int(seed) + k)
@@ -219,9 +240,10 @@ def play_tasks(runner, task_ids: Sequence[str], *, temperature: float, seed: int
                 else:
                     records.append(_reset_failed_record(tid))
             bar.update(len(chunk))
-            won = sum(r["won"] for r in records)
-            bar.set_postfix(success=f"{100.0 * won / len(records):.1f}%")
+            bar.set_postfix_str(status())
     finally:
+        if wrapped:
+            del module.generate  # back to the class method
         bar.close()
     return records
 

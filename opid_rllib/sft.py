@@ -8,16 +8,18 @@ RL a non-zero vanilla success rate to improve on. Two things must match RL time 
     then the RL module's `encode_prompts` (chat template, no special tokens, left truncation);
   * the response format: what `project_action` accepts as valid, plus the EOS token the HF
     backend stops on.
-A fraction of the episodes carry a *correct* skill (the hindsight analyzer's workflow of the
-expert's own successful run as the episode skill, or "At this point, <expert action>." as a
-critical-step skill), so the warm-started policy reacts to skills, which OPID's teacher signal
-(log-prob change when a skill is inserted) relies on.
+A fraction of the episodes carry a *correct* skill, so the warm-started policy reacts to skills,
+which OPID's teacher signal (log-prob change when a skill is inserted) relies on: the hindsight
+analyzer's workflow of the expert's own successful run as the episode skill (the demonstrated
+episode then replays that compressed workflow, so the expert's detours never contradict the
+skill), or "At this point, <demonstrated command>." as a critical-step skill.
 
 Training: loss on response tokens only (token mean over each optimizer batch), AdamW with linear
 warm-up and cosine decay, length-bucketed batches split into micro-batches by a padded-token
 budget. The log-probs use the RL learner's layout (`rl_module.pack`: left-padded prompts,
 right-padded responses, position ids from the attention mask); only the logits of response
-positions are computed (`logits_to_keep`), which tests check against `rl_module.response_logprobs`.
+positions are computed (`logits_to_keep`). `pack` is mirrored here so that `opid-sft` does not
+import Ray; tests check both against `rl_module.pack` / `rl_module.response_logprobs`.
 """
 
 from __future__ import annotations
@@ -119,23 +121,38 @@ def step_skill_text(env_name: str, action: str) -> str:
     return f"At this point, choose '{a}'."
 
 
-def episode_skill_text(env_name: str, task_id: str, task: str, task_type: str,
-                       steps: list[dict[str, Any]], ground_truth: dict | None = None) -> str:
-    """The hindsight analyzer's workflow skill for the expert's successful run (RL-time wording);
-    falls back to a plain workflow when the analyzer gives nothing."""
-    from opid_rllib.analyzer import HindsightAnalyzer, StepRecord, TrajectoryRecord
+def _trajectory_record(env_name: str, ep: dict[str, Any]):
+    """A won episode as the analyzer's input."""
+    from opid_rllib.analyzer import StepRecord, TrajectoryRecord
 
     recs = [StepRecord(index=i, observation=s["observation"], response=s["response"], action=s["action"],
                        action_valid=True, reward=s["reward"], admissible_actions=s["admissible"],
-                       expert_actions=s["expert_actions"]) for i, s in enumerate(steps)]
-    traj = TrajectoryRecord(traj_id=f"{task_id}/expert", group_id=f"{task_id}#expert", task_id=task_id, task=task,
-                            task_type=task_type, env_name=canonical_env_name(env_name), success=True,
-                            episode_reward=float(sum(s["reward"] for s in steps)), steps=recs,
-                            ground_truth=dict(ground_truth or {}))
+                       expert_actions=s["expert_actions"]) for i, s in enumerate(ep["steps"])]
+    return TrajectoryRecord(traj_id=f"{ep['task_id']}/expert", group_id=f"{ep['task_id']}#expert",
+                            task_id=ep["task_id"], task=ep["task"], task_type=ep["task_type"],
+                            env_name=canonical_env_name(env_name), success=True,
+                            episode_reward=float(sum(s["reward"] for s in ep["steps"])), steps=recs,
+                            ground_truth=dict(ep.get("ground_truth") or {}))
+
+
+def skill_workflow(env_name: str, ep: dict[str, Any]) -> tuple[str, list[str]]:
+    """(episode skill, its command list) for a won episode: the hindsight analyzer's success skill
+    (RL-time wording: "To <task>: a, b, then c. Skip the detours: ...") and the compressed command
+    list it is written from (detours such as 'look' or empty cabinets dropped)."""
+    from opid_rllib.analyzer import HindsightAnalyzer
+
+    traj = _trajectory_record(env_name, ep)
     skills = HindsightAnalyzer().analyze(traj)
-    if skills.ok:
-        return skills.episode_skill
-    return f"To {_short_task(task, 30)}: " + ", then ".join(s["action"] for s in steps) + "."
+    try:  # the analyzer's own compression, so the replayed commands are the ones the skill names
+        from opid_rllib.analyzer.hindsight import _compress, _step_facts
+
+        flow = [a for _, a in _compress(_step_facts(traj))]
+    except Exception:  # analyzer internals changed: the full run is a correct (uncompressed) workflow
+        flow = []
+    if not skills.ok or not flow:
+        flow = [s["action"] for s in ep["steps"]]
+        return f"To {_short_task(ep['task'], 30)}: " + ", then ".join(flow) + ".", flow
+    return skills.episode_skill, flow
 
 
 # ---- demonstrations ----------------------------------------------------------------------------
@@ -149,22 +166,27 @@ def select_task_ids(all_ids: Sequence[str], num_tasks: int, seed: int | None) ->
     return [ids[int(i)] for i in order]
 
 
-def _play_expert(env, env_name: str, task_id: str, max_steps: int) -> dict[str, Any] | None:
-    """Play expert_actions[0] from reset with runner bookkeeping; None unless the expert won."""
+def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] | None = None) -> dict[str, Any] | None:
+    """Play from reset with the runner's bookkeeping; None unless the episode is won.
+
+    plan=None follows the live expert (expert_actions[0] at every step); a fixed `plan` is played
+    command by command (the skill workflow replay). Each step's `expert_actions` is what the
+    demonstrated command was taken from (the expert's plan, or the rest of the fixed plan).
+    """
     obs, info = env.reset(options={"task_id": task_id})
     steps: list[dict[str, Any]] = []
     history: list[tuple[str, str]] = []
     task, task_type = info.get("task", ""), info.get("task_type", "")
     while True:
-        plan = list(info.get("expert_actions") or [])
-        if not plan:
+        todo = list(info.get("expert_actions") or []) if plan is None else list(plan[len(steps):])
+        if not todo:
             return None
-        response = expert_response(env_name, task=task, action=plan[0])
+        response = expert_response(env_name, task=task, action=todo[0])
         action, valid = project_action(env_name, response)
-        if not valid or not _same_action(env_name, action, plan[0]):
+        if not valid or not _same_action(env_name, action, todo[0]):
             return None
         steps.append({"observation": obs, "history": list(history), "admissible": list(info.get("admissible_actions", [])),
-                      "response": response, "action": action, "expert_actions": plan, "reward": 0.0})
+                      "response": response, "action": action, "expert_actions": todo, "reward": 0.0})
         prev_obs = obs
         obs, reward, term, trunc, info = env.step(action)
         steps[-1]["reward"] = float(reward)
@@ -183,8 +205,14 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
                            env_kwargs: dict | None = None, task_ids: Sequence[str] | None = None,
                            stats: dict | None = None) -> list[Demo]:
     """Expert demonstrations on `num_tasks` tasks of `split` (a seeded sample; seed=None: the first
-    ones; `task_ids` overrides the choice). Only episodes the expert won are kept. `stats`, if given,
-    is filled with counts (episodes tried/won/with skills, steps)."""
+    ones; `task_ids` overrides the choice). Only episodes the expert won are kept.
+
+    A `skill_fraction` of the episodes carry a correct skill, in one of three modes (SKILL_MODES):
+    "episode": the hindsight workflow of the expert's run is the episode skill of every step, and
+    the demonstrated episode *follows that workflow* (replayed in the env; detours such as 'look'
+    dropped), so the response always agrees with the skill; "step": at random steps a
+    critical-step skill names the demonstrated command; "both". When the workflow replay does not
+    win, the episode falls back to "step" mode. `stats`, if given, gets the counts."""
     import envs as envs_pkg
 
     name = envs_pkg.env_name_of(env_name)
@@ -198,42 +226,53 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
     kw.setdefault("split", split)
     kw.setdefault("max_steps", int(max_steps))
     env = envs_pkg.make(name, **kw)
+    counts = {"episodes_won": 0, "episodes_with_skills": 0, "skill_modes": {}, "workflow_replays_failed": 0}
     try:
         ids = list(task_ids) if task_ids is not None else select_task_ids(env.task_ids(), num_tasks, seed)
         if not ids:
             raise ValueError(f"env={name!r} split={kw['split']!r} has no tasks")
         rng = np.random.default_rng(None if seed is None else int(seed) + 7919)
         demos: list[Demo] = []
-        won = with_skills = 0
         for task_id in ids:
-            ep = _play_expert(env, name, task_id, int(max_steps))
+            ep = _play(env, name, task_id, int(max_steps))
             if ep is None:
                 continue
-            won += 1
-            demos.extend(_episode_demos(name, ep, history_length, skill_fraction, rng))
-            with_skills += int(any(d.episode_skill or d.step_skill for d in demos[-len(ep["steps"]):]))
+            counts["episodes_won"] += 1
+            mode = _skill_mode(rng, skill_fraction)
+            ep_skill = None
+            if mode in ("episode", "both"):
+                ep_skill, flow = skill_workflow(name, ep)
+                if flow != [s["action"] for s in ep["steps"]]:
+                    replay = _play(env, name, task_id, int(max_steps), plan=flow)
+                    if replay is None:
+                        counts["workflow_replays_failed"] += 1
+                        mode, ep_skill = "step", None
+                    else:
+                        ep = replay
+            if mode is not None:
+                counts["episodes_with_skills"] += 1
+                counts["skill_modes"][mode] = counts["skill_modes"].get(mode, 0) + 1
+            demos.extend(_episode_demos(name, ep, history_length, mode, ep_skill, rng))
     finally:
         try:
             env.close()
         except Exception:
             pass
     if stats is not None:
-        stats.update({"env": name, "split": kw["split"], "episodes_tried": len(ids), "episodes_won": won,
-                      "episodes_with_skills": with_skills, "demos": len(demos)})
+        stats.update({"env": name, "split": kw["split"], "episodes_tried": len(ids), **counts, "demos": len(demos)})
     return demos
 
 
-def _episode_demos(env_name: str, ep: dict[str, Any], history_length: int, skill_fraction: float,
+def _skill_mode(rng: np.random.Generator, skill_fraction: float) -> str | None:
+    if not rng.random() < skill_fraction:
+        return None
+    names, probs = zip(*SKILL_MODES)
+    return names[int(rng.choice(len(names), p=np.asarray(probs) / sum(probs)))]
+
+
+def _episode_demos(env_name: str, ep: dict[str, Any], history_length: int, mode: str | None, ep_skill: str | None,
                    rng: np.random.Generator) -> list[Demo]:
     steps = ep["steps"]
-    use_skill = bool(rng.random() < skill_fraction)
-    mode = None
-    if use_skill:
-        names, probs = zip(*SKILL_MODES)
-        mode = names[int(rng.choice(len(names), p=np.asarray(probs) / sum(probs)))]
-    ep_skill = None
-    if mode in ("episode", "both"):
-        ep_skill = episode_skill_text(env_name, ep["task_id"], ep["task"], ep["task_type"], steps, ep["ground_truth"])
     step_idx: set[int] = set()
     if mode in ("step", "both"):
         step_idx = {i for i in range(len(steps)) if rng.random() < STEP_SKILL_PROB}
@@ -243,7 +282,7 @@ def _episode_demos(env_name: str, ep: dict[str, Any], history_length: int, skill
     for i, s in enumerate(steps):
         base = build_prompt(env_name, task=ep["task"], obs=s["observation"], history=s["history"],
                             admissible=s["admissible"], step=len(s["history"]), history_length=int(history_length))
-        st_skill = step_skill_text(env_name, s["expert_actions"][0]) if i in step_idx else None
+        st_skill = step_skill_text(env_name, s["action"]) if i in step_idx else None
         prompt = insert_skills(base, episode_skill=ep_skill, step_skill=st_skill)
         out.append(Demo(env_name=env_name, task_id=ep["task_id"], step=i, prompt=prompt, response=s["response"],
                         action=s["action"], base_prompt=base, episode_skill=ep_skill, step_skill=st_skill))
@@ -304,6 +343,23 @@ def micro_batches(idx: list[int], lengths: Sequence[int], max_tokens: int) -> li
     return out
 
 
+def pack(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int) -> dict:
+    """rl_module.pack without importing Ray (tests assert the two agree): left-padded prompts,
+    right-padded responses, plus their lengths."""
+    n = len(prompt_ids)
+    p_w = max([len(p) for p in prompt_ids] + [1])
+    r_w = max([len(r) for r in response_ids] + [1])
+    prompts = np.full((n, p_w), pad_id, dtype=np.int64)
+    responses = np.full((n, r_w), pad_id, dtype=np.int64)
+    for i, (p, r) in enumerate(zip(prompt_ids, response_ids)):
+        if len(p):
+            prompts[i, p_w - len(p):] = p
+        if len(r):
+            responses[i, : len(r)] = r
+    return {"prompt_ids": prompts, "prompt_len": np.array([len(p) for p in prompt_ids], np.int64),
+            "response_ids": responses, "response_len": np.array([len(r) for r in response_ids], np.int64)}
+
+
 def sft_logprobs(model, prompt_ids, prompt_len, response_ids, response_len):
     """log pi(y_l | x, y_<l) per response token as [B, R] (0 beyond response_len).
 
@@ -333,8 +389,6 @@ def demo_loss(model, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence
               micro_batch_size: int = 8) -> float:
     """Token-mean negative log-likelihood of the responses (no grad): the SFT loss without an update."""
     import torch
-
-    from opid_rllib.rl_module import pack
 
     total, n = 0.0, 0
     was_training = model.training
@@ -376,7 +430,6 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
     import torch
 
     from opid_rllib.models import load_model, load_tokenizer
-    from opid_rllib.rl_module import pack
 
     if not demos:
         raise ValueError("train_sft: no demonstrations (did the expert win any episode?)")

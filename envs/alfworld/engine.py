@@ -5,6 +5,9 @@ context-sensitive grammar (a TatSu parse plus deep copies per command) and most 
 translating PDDL to SAS twice (once for a planner we never call). Here:
   * PDDL->SAS translations and parsed game logics are cached per content (LRU, per process), so
     resetting the same game again (the G copies of a GRPO group) costs only fast-downward's load;
+    translations are also pickled (zlib) to a disk cache, so a game is translated once per machine;
+  * ALFWorld grammars differ only in the goal sentence: the stock alfred.twl2 is parsed once and
+    each game's logic is that parse with its "task" rule swapped (other grammars: full parse);
   * the derived text of each command is cached per (action, arguments): ALFRED command templates
     only read the action's arguments and static facts (receptacleAtLocation), so this is exact;
   * no SAS for replanning is built (`policy_commands` is not supported by this engine);
@@ -14,11 +17,16 @@ Everything else (observations, admissible commands, won, feedback) is PddlEnv's 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
+import pickle
 import sys
-from collections import OrderedDict
+import zlib
+from collections import OrderedDict, defaultdict
 from copy import deepcopy
+from pathlib import Path
 
 import fast_downward
 import textworld
@@ -52,15 +60,29 @@ def _sha(*texts: str) -> str:
     return h.hexdigest()
 
 
-def translate(domain: str, problem: str):
-    """(task, sas) for a PDDL problem, cached; keeps sys.argv intact (P2)."""
+def translate(domain: str, problem: str, disk_dir: str | Path | None = None):
+    """(task, sas) for a PDDL problem, cached in memory and under disk_dir; keeps sys.argv intact (P2)."""
+    key = _sha(domain, problem)
+
     def build():
+        path = Path(disk_dir) / key[:2] / f"{key}.pkl.z" if disk_dir else None
+        if path is not None and path.exists():
+            try:
+                return pickle.loads(zlib.decompress(path.read_bytes()))
+            except Exception:  # truncated/foreign file: translate again
+                pass
         argv = list(sys.argv)
         try:
-            return fast_downward.pddl2sas(domain, problem)
+            result = fast_downward.pddl2sas(domain, problem)
         finally:
             sys.argv[:] = argv
-    return _lru(_TRANSLATIONS, _sha(domain, problem), build)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(zlib.compress(pickle.dumps(result, protocol=4), 1))
+            os.replace(tmp, path)
+        return result
+    return _lru(_TRANSLATIONS, key, build)
 
 
 class CachedGrammar(textgen.ContextSensitiveGrammar):
@@ -84,12 +106,43 @@ class CachedGrammar(textgen.ContextSensitiveGrammar):
         return "".join(map(str, derived))
 
 
+@functools.lru_cache(maxsize=1)
+def _stock_grammar() -> str:
+    import alfworld
+    return (Path(alfworld.__file__).parent / "data" / "alfred.twl2").read_text()
+
+
+def _parse_logic(domain: str, grammar: str) -> pddl_logic.GameLogic:
+    logic = pddl_logic.GameLogic(domain=domain, grammar=grammar)
+    logic.grammar.__class__ = CachedGrammar
+    return logic
+
+
+def _with_goal(base: pddl_logic.GameLogic, domain: str, goal: str) -> pddl_logic.GameLogic | None:
+    try:
+        rhs = json.loads(f'"Your task is to: {goal}."')
+    except ValueError:
+        return None
+    logic = pddl_logic.GameLogic.__new__(pddl_logic.GameLogic)
+    logic.domain, logic.actions, logic.types = domain, base.actions, base.types
+    logic.grammar = CachedGrammar()
+    logic.grammar._rules = defaultdict(list, base.grammar._rules)
+    logic.grammar._rules["task"] = [textgen.ProductionRule(
+        lhs="task", rhs=textgen._parse_and_convert(rhs, rule_name="symbols"))]
+    return logic
+
+
 def game_logic(domain: str, grammar: str) -> pddl_logic.GameLogic:
-    def build():
-        logic = pddl_logic.GameLogic(domain=domain, grammar=grammar)
-        logic.grammar.__class__ = CachedGrammar
-        return logic
-    return _lru(_LOGICS, _sha(domain, grammar), build)
+    """Parsed game logic; games built from the stock alfred.twl2 reuse one parse (see docstring)."""
+    stock = _stock_grammar()
+    pre, post = stock.split("UNKNOWN GOAL", 1)
+    if len(grammar) > len(pre) + len(post) and grammar.startswith(pre) and grammar.endswith(post):
+        goal = grammar[len(pre):len(grammar) - len(post)]
+        base = _lru(_LOGICS, _sha(domain, stock), lambda: _parse_logic(domain, stock))
+        logic = _with_goal(base, domain, goal)
+        if logic is not None:
+            return logic
+    return _lru(_LOGICS, _sha(domain, grammar), lambda: _parse_logic(domain, grammar))
 
 
 class _State(pddl_logic.PddlState):
@@ -131,6 +184,10 @@ class _State(pddl_logic.PddlState):
 class FastPddlEnv(PddlEnv):
     """PddlEnv with cached translation/logic and cached command texts (see module docstring)."""
 
+    def __init__(self, infos=None, translation_dir: str | Path | None = None):
+        super().__init__(infos)
+        self.translation_dir = translation_dir
+
     def load(self, filename_or_data) -> None:
         if isinstance(filename_or_data, str):
             with open(filename_or_data) as f:
@@ -141,7 +198,8 @@ class FastPddlEnv(PddlEnv):
         self._game_data = data
         self.walkthrough = data.get("walkthrough", None)
         self._logic = game_logic(data["pddl_domain"], data["grammar"])
-        self._translation = translate(data["pddl_domain"], data["pddl_problem"])
+        self._translation = translate(data["pddl_domain"], data["pddl_problem"],
+                                      self.translation_dir)
         self._pddl_state = self._new_state()
         self._entity_infos = self._get_entity_infos()
         self._command_cache = {}

@@ -79,10 +79,10 @@ def official_index(root: Path) -> dict[str, str]:
 class Engine:
     """TextWorld PDDL engine + alfworld wrappers, built once and reused across games."""
 
-    def __init__(self, expert: bool = True):
+    def __init__(self, expert: bool = True, translation_dir: str | Path | None = None):
         infos = textworld.EnvInfos(won=True, admissible_commands=True, facts=expert,
                                    extras=["expert_plan"] if expert else [])
-        self.tw = AlfredDemangler()(FastPddlEnv(infos))
+        self.tw = AlfredDemangler()(FastPddlEnv(infos, translation_dir=translation_dir))
         self.expert = PatchedAlfredExpert(seed=0)(self.tw) if expert else None
         self.top = self.expert or self.tw
         self.gamefile: str | None = None
@@ -121,7 +121,13 @@ def play_expert(gamefile: str, max_steps: int, task_id: str) -> tuple[int, bool]
 
 
 class ALFWorldEnv(TextEnv):
-    """ALFWorld text games; see module docstring. Reward 10 on a win, terminated on a win."""
+    """ALFWorld text games; see module docstring. Reward 10 on a win, terminated on a win.
+
+    data_dir: None -> $ALFWORLD_DATA if set, else the generated games; "" -> generated games;
+    a path -> that json_2.1.1 tree (or its parent), split = its train/valid_seen/valid_unseen folder.
+    cache_dir: generated games and PDDL translations (default $OPID_CACHE_DIR/alfworld or
+    ~/.cache/opid_rllib/alfworld). expert: fill info["expert_actions"] (costs ~30% of a step).
+    """
 
     env_name = "alfworld"
     default_max_steps = 30
@@ -181,7 +187,7 @@ class ALFWorldEnv(TextEnv):
             raise KeyError(f"task_id={task_id!r}: not in split {self.split!r} ({len(self._ids)} tasks)")
         gamefile = self.gamefile(task_id)
         if self._engine is None:
-            self._engine = Engine(expert=self.use_expert)
+            self._engine = Engine(expert=self.use_expert, translation_dir=self.cache_dir / "translations")
         state = self._engine.reset(gamefile, expert_seed(task_id))
         meta = self._task_meta(task_id, gamefile)
         goal = goal_of(state.feedback)

@@ -37,7 +37,9 @@ def smoke_ids(per_type: int = 2) -> tuple[str, ...]:
 
 
 def _panel(name: str, split: str, ids) -> Panel:
-    return Panel(name=name, env="alfworld", split=split, task_ids=tuple(ids), env_kwargs={"split": split})
+    # data_dir="": panels name generated games even where $ALFWORLD_DATA points at official data.
+    return Panel(name=name, env="alfworld", split=split, task_ids=tuple(ids),
+                 env_kwargs={"split": split, "data_dir": ""})
 
 
 register_panel("alfworld/valid_unseen@v1", lambda: _panel("alfworld/valid_unseen@v1", "valid_unseen",

@@ -79,28 +79,42 @@ def config_from_args(args):
         cfg.analyzer_settings(analyzer=args.analyzer)
     if args.max_steps is not None:
         cfg.env_config["max_steps"] = args.max_steps
-    cfg.env_runners(num_env_runners=args.num_env_runners or 0)
-    if args.num_learners is not None:
-        cfg.learners(num_learners=args.num_learners)
     return cfg
 
 
 def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_experiment(config_from_args(args), args)
+
+
+def run_experiment(cfg, args=None) -> int:
+    """Run a prepared OPIDConfig with the command line's run settings (stop, output, Tune, ...).
+
+    `args` may be an argv list, a parsed Namespace or None (sys.argv). The tuned examples call this.
+    """
     # Tune's newer console output ignores custom reporters; ours shows OPID's own columns.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    args = build_parser().parse_args(argv)
+    if not isinstance(args, argparse.Namespace):
+        args = build_parser().parse_args(args)
     import ray
     from ray import tune
 
-    cfg = config_from_args(args)
-    try:
-        cfg.validate()
-    except ValueError as e:
-        print(f"opid-train: {e}", file=sys.stderr)
-        return 2
+    import opid_rllib
+
+    if args.num_env_runners:
+        cfg.env_runners(num_env_runners=args.num_env_runners)
+    if args.num_learners is not None:
+        cfg.learners(num_learners=args.num_learners)
+    if not _has_search_space(cfg):
+        try:
+            cfg.validate()
+        except ValueError as e:
+            print(f"opid-train: {e}", file=sys.stderr)
+            return 2
     output = os.path.abspath(args.output or os.path.join("outputs", "train"))
     os.makedirs(output, exist_ok=True)
     ray.init(num_cpus=args.num_cpus or None, ignore_reinit_error=True, include_dashboard=False)
+    opid_rllib.register()
     try:
         if args.no_tune:
             return _run_no_tune(cfg, args, output)
@@ -109,7 +123,7 @@ def main(argv=None) -> int:
             "OPID", param_space=cfg,
             tune_config=tune.TuneConfig(num_samples=args.num_samples),
             run_config=tune.RunConfig(
-                storage_path=output, name=f"{args.preset}-{args.env}", stop={"training_iteration": args.stop_iters},
+                storage_path=output, name=f"{args.preset}-{cfg.env}", stop={"training_iteration": args.stop_iters},
                 verbose=args.verbose, progress_reporter=reporter,
                 # Skill dumps live in the trial's working dir: copy them to --output too.
                 sync_config=tune.SyncConfig(sync_artifacts=True),
@@ -147,6 +161,10 @@ def _run_no_tune(cfg, args, output) -> int:
         json.dump({"iteration": algo.iteration, "success_rate": _get(last, "opid/success_rate")}, f)
     algo.stop()
     return 0
+
+
+def _has_search_space(cfg) -> bool:
+    return any(isinstance(v, dict) and "grid_search" in v for v in vars(cfg).values())
 
 
 def _get(d, path, default=float("nan")):

@@ -15,7 +15,8 @@ def opid_learner_connectors(cfg) -> list:
         AttachSkills(),
         RouteSkills(mode=cfg.skill_routing, w_ep=cfg.episode_skill_adv_weight, w_step=cfg.step_skill_adv_weight),
         BuildSkillPrompts(),
-        RescoreWithOldPolicy(recompute_old_logp=cfg.recompute_old_logp),
+        RescoreWithOldPolicy(recompute_old_logp=(cfg.recompute_old_logp if cfg.recompute_old_logp is not None
+                                                 else cfg.generation_backend != "hf")),
         # GRPO+OPSD scores the skill prompts but keeps Delta out of the advantage (it feeds the loss term).
         CombineAdvantages(w_ep=cfg.episode_skill_adv_weight if cfg.skill_adv_in_advantage else 0.0,
                           w_step=cfg.step_skill_adv_weight if cfg.skill_adv_in_advantage else 0.0,

@@ -87,10 +87,10 @@ class VLLMBackend(GenerationBackend):
         cpu_threads: int | None = None,
         **llm_kwargs: Any,
     ):
-        # Must be set before the engine is built: vLLM caches its env vars once an engine is up,
-        # so we also drop that cache (a second backend in the same process must see our value).
+        _, LLM, SamplingParams, TokensPrompt = _import_vllm()
+        # Read when the engine is built (not at import). vLLM caches its env vars once an engine is
+        # up, so we also drop that cache: a second backend in the same process must see our value.
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if multiprocessing else "0"
-        vllm, LLM, SamplingParams, TokensPrompt = _import_vllm()
         try:
             import vllm.envs as vllm_envs
 

@@ -18,7 +18,7 @@ from opid_rllib.cli.eval import main
 from opid_rllib.evaluation import ALFWORLD_COLUMNS, format_table, summarize
 
 PANEL = "searchqa/smoke@v1"
-SMALL = ["--model", "tiny", "--episodes", "3", "--max-steps", "2", "--max-new-tokens", "8", "--no-progress",
+SMALL = ["--model", "tiny", "--episodes", "3", "--max-steps", "2", "--max-new-tokens", "8",
          "--torch-threads", "1"]  # 1 thread: much faster than 2 on a busy shared CPU
 
 
@@ -37,19 +37,20 @@ def _load(d: Path):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Two identical seeded runs, each in 2 chunks (--batch-envs 2 over 3 episodes)."""
+    """Two identical seeded runs, each in 2 chunks (--batch-envs 2 over 3 episodes); b shows the progress bar."""
     root = tmp_path_factory.mktemp("eval")
     out = {}
     for name in ("a", "b"):
-        rc, stdout, stderr = _run(["--env", "searchqa", "--panel", PANEL, *SMALL, "--seed", "3", "--batch-envs", "2",
-                                   "--output", str(root / name)])
+        bar = ["--no-progress"] if name == "a" else []
+        rc, stdout, stderr = _run(["--env", "searchqa", "--panel", PANEL, *SMALL, *bar, "--seed", "3",
+                                   "--batch-envs", "2", "--output", str(root / name)])
         assert rc == 0, stderr
-        out[name] = (root / name, stdout)
+        out[name] = (root / name, stdout, stderr)
     return out
 
 
 def test_table_has_expected_columns(runs):
-    _, stdout = runs["a"]
+    _, stdout, _ = runs["a"]
     lines = stdout.splitlines()
     header = next(line for line in lines if "Avg" in line and "All" in line)
     assert header.split() == ["single_hop", "multi_hop", "Avg", "All", "Valid%", "Len"] or \
@@ -63,7 +64,7 @@ def test_table_has_expected_columns(runs):
 def test_results_and_episodes_files(runs):
     from envs.panels import get_panel
 
-    d, _ = runs["a"]
+    d, _, _ = runs["a"]
     res, eps = _load(d)
     panel = get_panel(PANEL)
     c = res["config"]
@@ -96,6 +97,8 @@ def test_fixed_seed_is_deterministic(runs):
     assert [e["actions"] for e in a] == [e["actions"] for e in b]
     assert [e["responses"] for e in a] == [e["responses"] for e in b]
     assert any(r for e in a for r in e["responses"])  # the model did generate text
+    assert "3/3" in runs["b"][2] and "step 2" in runs["b"][2]  # the bar ran (and counted steps) in b only
+    assert "ep/s" not in runs["a"][2]
 
 
 @pytest.mark.parametrize("argv, flag, hint", [
@@ -105,7 +108,7 @@ def test_fixed_seed_is_deterministic(runs):
     (["--panel", PANEL, "--model", "/nonexistent/model/dir"], "--model", "tiny"),
 ])
 def test_clear_errors(argv, flag, hint):
-    rc, stdout, stderr = _run(argv + ["--no-progress"])
+    rc, stdout, stderr = _run(argv)
     assert rc == 2 and stdout == ""
     msg = [line for line in stderr.splitlines() if line.startswith("opid-eval: error:")]
     assert len(msg) == 1, stderr

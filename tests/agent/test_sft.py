@@ -58,13 +58,9 @@ def runner_prompt():
     return build
 
 
-@pytest.mark.parametrize("env_name", ALL_ENVS)
-def test_demos_match_runner_prompts_and_expert(env_name, runner_prompt):
+def _replay(env_name, demos, history_length, runner_prompt, follow_expert: bool):
     """Replay every kept episode the way the runner does: same prompt bytes at every step, the
-    target parses (valid) to the expert's next command, and the episode is won."""
-    hl = 2
-    demos = collect_demonstrations(env_name, num_tasks=4, history_length=hl, max_steps=30, seed=3, skill_fraction=0.0)
-    assert demos
+    target parses (valid) to the demonstrated command, and the episode is won."""
     env = envs.make(env_name, split="train", max_steps=30)
     by_task: dict[str, list] = {}
     for d in demos:
@@ -74,14 +70,26 @@ def test_demos_match_runner_prompts_and_expert(env_name, runner_prompt):
         obs, info = env.reset(options={"task_id": task_id})
         slot = {"info": info, "obs": obs, "history": [], "task_id": task_id}
         for d in eps:
-            assert d.prompt == d.base_prompt == runner_prompt(env_name, hl, slot)
+            assert d.base_prompt == runner_prompt(env_name, history_length, slot)
+            assert d.prompt == insert_skills(d.base_prompt, episode_skill=d.episode_skill, step_skill=d.step_skill)
             action, valid = project_action(env_name, d.response)
             assert valid and action == d.action
-            assert _same(env_name, action, info["expert_actions"][0])
+            if follow_expert:
+                assert _same(env_name, action, info["expert_actions"][0])
             obs, _, term, trunc, info = env.step(action)
             slot["history"].append((slot["obs"], action))
             slot["obs"], slot["info"] = obs, info
         assert term and info["won"]
+    return by_task
+
+
+@pytest.mark.parametrize("env_name", ALL_ENVS)
+def test_demos_match_runner_prompts_and_expert(env_name, runner_prompt):
+    hl = 2
+    demos = collect_demonstrations(env_name, num_tasks=4, history_length=hl, max_steps=30, seed=3, skill_fraction=0.0)
+    assert demos
+    assert all(d.prompt == d.base_prompt and not d.episode_skill and not d.step_skill for d in demos)
+    _replay(env_name, demos, hl, runner_prompt, follow_expert=True)
 
 
 def test_seeded_task_choice_and_determinism():
@@ -95,29 +103,30 @@ def test_seeded_task_choice_and_determinism():
 
 
 @pytest.mark.parametrize("env_name", FAST_ENVS)
-def test_skill_augmented_demos(env_name):
+def test_skill_augmented_demos(env_name, runner_prompt):
+    """Every episode gets a skill section; skills agree with the demonstrated commands (episode-skill
+    episodes follow the skill's workflow and still win)."""
     stats: dict = {}
     demos = collect_demonstrations(env_name, num_tasks=8, history_length=3, max_steps=30, seed=0, skill_fraction=1.0,
                                    stats=stats)
-    assert stats["episodes_with_skills"] == stats["episodes_won"] == len({d.task_id for d in demos})
+    assert stats["episodes_with_skills"] == stats["episodes_won"] == len({d.task_id for d in demos}) > 0
+    by_task = _replay(env_name, demos, 3, runner_prompt, follow_expert=False)
     kinds = set()
-    for d in demos:
-        assert d.prompt == insert_skills(d.base_prompt, episode_skill=d.episode_skill, step_skill=d.step_skill)
-        if d.episode_skill:
-            kinds.add("episode")
-            assert EPISODE_TITLE in d.prompt and d.episode_skill.strip() in d.prompt
-        if d.step_skill:
-            kinds.add("step")
-            assert STEP_TITLE in d.prompt and d.step_skill.strip() in d.prompt
-            # the step skill names the very command the response takes
-            inner = d.action.split(">", 1)[1].rsplit("<", 1)[0] if env_name == "searchqa" else d.action
-            assert inner.lower() in d.step_skill.lower()
+    for eps in by_task.values():
+        assert any(d.episode_skill or d.step_skill for d in eps)
+        assert len({d.episode_skill for d in eps}) == 1  # one episode skill for the whole episode
+        for d in eps:
+            if d.episode_skill:
+                kinds.add("episode")
+                assert EPISODE_TITLE in d.prompt and d.episode_skill.strip() in d.prompt
+                inner = d.action.split(">", 1)[1].rsplit("<", 1)[0] if env_name == "searchqa" else d.action
+                assert inner.lower() in d.episode_skill.lower()  # the workflow names every command taken
+            if d.step_skill:
+                kinds.add("step")
+                assert STEP_TITLE in d.prompt and d.step_skill.strip() in d.prompt
+                inner = d.action.split(">", 1)[1].rsplit("<", 1)[0] if env_name == "searchqa" else d.action
+                assert inner.lower() in d.step_skill.lower()
     assert kinds == {"episode", "step"}
-    # every skill episode carries at least one skill section somewhere
-    for tid in {d.task_id for d in demos}:
-        assert any(d.episode_skill or d.step_skill for d in demos if d.task_id == tid)
-    none = collect_demonstrations(env_name, num_tasks=4, history_length=3, max_steps=30, seed=0, skill_fraction=0.0)
-    assert all(d.prompt == d.base_prompt and not d.episode_skill and not d.step_skill for d in none)
 
 
 @pytest.mark.parametrize("env_name,action", [
@@ -191,22 +200,24 @@ def test_sft_run_learns_and_saves_a_loadable_folder(tmp_path):
 
     from opid_rllib.cli.sft import main
     from opid_rllib.models import load_model, load_tokenizer, resolve_model
-    from opid_rllib.rl_module import pack, response_logprobs
-    from opid_rllib.sft import demo_loss, sft_logprobs
+    from opid_rllib.rl_module import pack as rl_pack
+    from opid_rllib.rl_module import response_logprobs
+    from opid_rllib.sft import demo_loss, pack, sft_logprobs
 
     out = tmp_path / "sft"
-    argv = ["--env", "searchqa", "--model", "tiny", "--out", str(out), "--tasks", "3", "--epochs", "2",
-            "--batch-size", "4", "--lr", "5e-3", "--max-prompt-len", "128", "--max-steps", "4", "--seed", "0",
-            "--skill-fraction", "0.3"]
+    plen = 64
+    argv = ["--env", "searchqa", "--model", "tiny", "--out", str(out), "--tasks", "2", "--epochs", "2",
+            "--batch-size", "2", "--lr", "5e-3", "--max-prompt-len", str(plen), "--max-steps", "4", "--seed", "0",
+            "--skill-fraction", "0.5"]
     assert main(argv) == 0
     stats = json.loads((out / "sft_stats.json").read_text())
-    demos = collect_demonstrations("searchqa", num_tasks=3, history_length=5, max_steps=4, seed=0, skill_fraction=0.3)
-    assert stats["demos"] == len(demos) and stats["collection"]["episodes_won"] == 3
+    demos = collect_demonstrations("searchqa", num_tasks=2, history_length=5, max_steps=4, seed=0, skill_fraction=0.5)
+    assert stats["demos"] == len(demos) and stats["collection"]["episodes_won"] == 2
     assert len(stats["loss_curve"]) == 2 and stats["wall_seconds"] > 0
 
     base = resolve_model("tiny")
     tok = load_tokenizer(base)
-    p, r, _ = encode_demos(tok, demos, max_prompt_len=128)
+    p, r, _ = encode_demos(tok, demos, max_prompt_len=plen)
     before = demo_loss(load_model(base), p, r, tok.pad_token_id)
     k = stats["final_eval_samples"]
     assert k == len(demos)
@@ -225,7 +236,9 @@ def test_sft_run_learns_and_saves_a_loadable_folder(tmp_path):
     assert load_tokenizer(out)(demos[0].response, add_special_tokens=False)["input_ids"] == r[0][:-1]
 
     # the SFT loss is computed on the RL learner's layout and numbers
-    b = {key: torch.as_tensor(v) for key, v in pack(p[:4], r[:4], tok.pad_token_id).items()}
+    ours_np, ref_np = pack(p[:4], r[:4], tok.pad_token_id), rl_pack(p[:4], r[:4], tok.pad_token_id)
+    assert ours_np.keys() == ref_np.keys() and all(np.array_equal(ours_np[k], ref_np[k]) for k in ref_np)
+    b = {key: torch.as_tensor(v) for key, v in ours_np.items()}
     with torch.no_grad():
         ours = sft_logprobs(reloaded, b["prompt_ids"], b["prompt_len"], b["response_ids"], b["response_len"])
         ref, _ = response_logprobs(reloaded, b["prompt_ids"], b["prompt_len"], b["response_ids"], b["response_len"])

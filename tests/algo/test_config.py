@@ -50,3 +50,19 @@ def test_preset_semantics():
     assert apply_preset(OPIDConfig(), "additive").skill_routing == "additive"
     with pytest.raises(ValueError, match="preset='nope'"):
         apply_preset(OPIDConfig(), "nope")
+
+
+def test_tuned_examples_build_valid_configs():
+    import glob
+    import os
+    import runpy
+
+    from opid_rllib.cli.train import _has_search_space
+
+    files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "tuned_examples", "[!_]*.py")))
+    assert len(files) >= 6
+    for f in files:
+        cfg = runpy.run_path(f, run_name="tuned_example")["config"]
+        if not _has_search_space(cfg):
+            cfg.validate()
+        assert cfg.env in ("alfworld", "webshop", "searchqa")
