@@ -74,10 +74,16 @@ def main(argv=None) -> int:
     ap.add_argument("--skill-fraction", type=float, default=0.3)
     ap.add_argument("--budget-s", type=float, default=600.0, help="training time budget (s)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--torch-threads", type=int, default=None,
+                    help="torch.set_num_threads (default: torch's own; 1 is often faster on a busy box)")
     ap.add_argument("--out", default=None, help="SFT model folder (default: a temp dir)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     os.environ.setdefault("OPID_CACHE_DIR", "/tmp/opid_cache")
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(int(args.torch_threads))
 
     from opid_rllib.models import resolve_model
     from opid_rllib.sft import collect_demonstrations, evaluate_greedy, train_sft

@@ -15,6 +15,7 @@ of the rollout; `sample_groups` joins the futures before returning.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from typing import Any, Sequence
@@ -34,6 +35,7 @@ from envs.base import text_space
 from opid_rllib.advantages import discounted_returns
 from opid_rllib.prompts import build_prompt, insert_skills, project_action
 
+logger = logging.getLogger(__name__)
 ENV_ERROR_OBS = "[environment error: this episode was stopped]"
 
 
@@ -177,9 +179,11 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
             try:
                 obs, info = env.reset(options={"task_id": task_id})
                 break
-            except Exception:  # a crashing env must not kill training: count it, retry once
+            except Exception as e:  # a crashing env must not kill training: count it, retry once
                 counts["env_errors"] += 1
+                logger.warning("env reset failed for task %s (attempt %d): %r", task_id, attempt + 1, e)
         else:
+            logger.warning("task %s dropped from this iteration: its env would not reset", task_id)
             return None
         ep = SingleAgentEpisode()
         ep.add_env_reset(observation=obs, infos=info)

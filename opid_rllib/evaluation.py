@@ -140,11 +140,11 @@ def build_eval_config(config=None, *, panel, **llm_kwargs):
     """
     from opid_rllib.algorithm import OPIDConfig
 
-    if "model" in llm_kwargs:
-        llm_kwargs["llm_model"] = llm_kwargs.pop("model")
     if isinstance(config, Mapping):
         llm_kwargs = {**dict(config), **llm_kwargs}
         config = None
+    if "model" in llm_kwargs:
+        llm_kwargs["llm_model"] = llm_kwargs.pop("model")
     unknown = sorted(set(llm_kwargs) - set(LLM_KEYS))
     if unknown:
         raise TypeError(f"evaluate(): unknown settings {unknown}; known: {list(LLM_KEYS)}")

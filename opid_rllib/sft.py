@@ -122,11 +122,15 @@ def step_skill_text(env_name: str, action: str) -> str:
 
 
 def _trajectory_record(env_name: str, ep: dict[str, Any]):
-    """A won episode as the analyzer's input."""
+    """A won episode as the analyzer's input. Every demonstrated command counts as admissible: the
+    env accepted it and the episode was won, while some envs list templates instead of concrete
+    commands ('search[<your query>]', '<search>...</search>'), which the analyzer would treat as
+    inadmissible detours."""
     from opid_rllib.analyzer import StepRecord, TrajectoryRecord
 
     recs = [StepRecord(index=i, observation=s["observation"], response=s["response"], action=s["action"],
-                       action_valid=True, reward=s["reward"], admissible_actions=s["admissible"],
+                       action_valid=True, reward=s["reward"],
+                       admissible_actions=list(s["admissible"]) + ([] if s["action"] in s["admissible"] else [s["action"]]),
                        expert_actions=s["expert_actions"]) for i, s in enumerate(ep["steps"])]
     return TrajectoryRecord(traj_id=f"{ep['task_id']}/expert", group_id=f"{ep['task_id']}#expert",
                             task_id=ep["task_id"], task=ep["task"], task_type=ep["task_type"],

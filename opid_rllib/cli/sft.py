@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--time-budget-s", type=float, default=None, help="stop training after this many seconds")
     ap.add_argument("--log-every", type=int, default=0, help="also print the loss every N optimizer steps")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--torch-threads", type=int, default=None,
+                    help="torch.set_num_threads for training (default: torch's own choice)")
     ap.add_argument("--overwrite", action="store_true", help="allow writing into a non-empty --out")
     return ap
 
@@ -88,6 +90,12 @@ def run(args) -> dict:
 
     t0 = time.perf_counter()
     env_kwargs = _check(args)
+    if args.torch_threads is not None:
+        if args.torch_threads < 1:
+            raise CliError(f"--torch-threads={args.torch_threads}: must be >= 1")
+        import torch
+
+        torch.set_num_threads(int(args.torch_threads))
     try:
         model_path = resolve_model(args.model)
     except ModelResolutionError as e:

@@ -1,8 +1,8 @@
 """opid-eval end to end on the tiny model: table columns, output files, determinism, clear errors.
 
 The end-to-end runs use searchqa/smoke@v1 (fast offline env, always built) with 3 episodes of at
-most 2 steps and 8 response tokens; the ALFWorld table layout is checked on synthetic records
-(and end to end when the alfworld smoke panel has games).
+most 2 steps and 8 response tokens, plus 2 greedy alfworld/smoke@v1 games; the ALFWorld table
+layout (macro Avg vs All, missing categories) is checked on synthetic records.
 """
 
 from __future__ import annotations
@@ -176,14 +176,11 @@ def test_webshop_score_column():
     assert "Score" in format_table({"table": t}).splitlines()[1]
 
 
-def test_alfworld_smoke_end_to_end_greedy(tmp_path, monkeypatch):
+def test_alfworld_smoke_end_to_end_greedy(tmp_path):
     from envs.panels import get_panel
 
     if not get_panel("alfworld/smoke@v1").task_ids:
         pytest.skip("alfworld smoke panel has no games yet (specs not built)")
-    # Importing alfworld sets $ALFWORLD_DATA to ~/.cache/alfworld, which ALFWorldEnv then takes for a
-    # downloaded dataset; the smoke panel is made of our generated games, so ask for those explicitly.
-    monkeypatch.setenv("ALFWORLD_DATA", "")
     rc, stdout, stderr = _run(["--env", "alfworld", "--panel", "alfworld/smoke@v1", "--model", "tiny",
                                "--episodes", "2", "--max-steps", "3", "--max-new-tokens", "16", "--temperature", "0",
                                "--no-progress", "--torch-threads", "1", "--output", str(tmp_path)])
