@@ -44,6 +44,7 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     "temperature": (1.0, float), "top_p": (1.0, float), "eval_temperature": (0.4, float),
     "history_length": (5, int), "max_steps": (30, int), "enable_thinking": (False, bool),
     "gradient_checkpointing": (False, bool), "score_micro_batch_size": (8, int),
+    "torch_threads": (None, int),
     # groups
     "group_size": (8, int), "tasks_per_iter": (16, int), "train_task_fraction": (1.0, float),
     # advantage
@@ -157,7 +158,7 @@ class OPIDConfig(AlgorithmConfig):
                 "max_new_tokens": self.max_new_tokens, "max_prompt_len": self.max_prompt_len,
                 "temperature": self.temperature, "top_p": self.top_p, "enable_thinking": self.enable_thinking,
                 "gradient_checkpointing": self.gradient_checkpointing,
-                "score_micro_batch_size": self.score_micro_batch_size}
+                "score_micro_batch_size": self.score_micro_batch_size, "torch_threads": self.torch_threads}
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         from envs.base import text_space

