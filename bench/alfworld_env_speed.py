@@ -45,7 +45,8 @@ def main() -> None:
     from envs.alfworld import generator as gen
     from envs.alfworld.env import ALFWorldEnv
 
-    cache = tempfile.mkdtemp(prefix="alfworld_bench_")
+    tmp = tempfile.TemporaryDirectory(prefix="alfworld_bench_")  # removed at exit
+    cache = f"{tmp.name}/cache"
     make = lambda expert=True: ALFWorldEnv(split=args.split, cache_dir=cache, data_dir="",  # noqa: E731
                                            expert=expert)
     ids = list(make().task_ids())
@@ -77,7 +78,7 @@ def main() -> None:
     specs = [s for s in gen.load_specs() if s["split"] == args.split][:60]
     rates = []
     for k in range(args.repeats):
-        out = tempfile.mkdtemp(prefix="alfworld_gen_")
+        out = f"{tmp.name}/gen{k}"
         t0 = time.perf_counter()
         for s in specs:
             gen.write_game(gen.make_game(s["fp"], s["task_type"], s["seed"]), out)
@@ -89,6 +90,7 @@ def main() -> None:
     for name, value in rows:
         print(f"{name:<40}{value:>10.1f}")
     print(f"{'reference ALFWorld env (issue #23)':<40}{'10-15':>10}  steps/s")
+    tmp.cleanup()
     print(f"speed-up vs ~{ref} steps/s: 1 env x{rows[0][1] / ref:.1f}, 16 envs x{rows[2][1] / ref:.1f}")
 
 

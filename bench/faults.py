@@ -371,10 +371,11 @@ def part_resume(args, tmp: Path):
     train_argv = ["--env", "searchqa", "--cpu-example", "--no-tune", "--checkpoint-freq", "1", "--stop-iters", "8",
                   "--group-size", "2", "--tasks-per-iter", "2", "--max-steps", "2", "--max-new-tokens", "8",
                   "--num-cpus", "2", "--seed", str(args.seed), "--output", str(out_dir)]
-    exe = Path(sys.executable).with_name("opid-train")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "opid_rllib.cli.train"]
+    # `opid-train --no-tune` itself cannot run on this Ray (2.60 has no ray.tune.logger.UnifiedLogger
+    # nor build_algo(logger_creator=)): the child builds the CLI's exact config and mirrors its loop.
+    cmd = [sys.executable, __file__, "--_train-child", "--_train-argv", json.dumps(train_argv)]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd + train_argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     lines, ckpts, done = [], [], threading.Event()
 
@@ -389,7 +390,8 @@ def part_resume(args, tmp: Path):
 
     threading.Thread(target=reader, daemon=True).start()
     done.wait(timeout=args.resume_timeout_s)
-    res = {"cmd": " ".join(["opid-train", *train_argv]), "checkpoints_seen": list(ckpts)}
+    res = {"trainer": "config_from_args(opid-train " + " ".join(train_argv) + ") + the --no-tune loop",
+           "checkpoints_seen": [Path(c).name for c in ckpts]}
     if len(ckpts) < args.kill_after_ckpts:
         res["error"] = "trainer produced too few checkpoints before the timeout / exit"
         res["trainer_tail"] = lines[-15:]
@@ -430,11 +432,33 @@ def _kill_session(proc) -> int:
     return len(pids)
 
 
+def train_child(train_argv: list[str]) -> int:
+    """The trainer that gets SIGKILLed: opid-train's config and its --no-tune loop (cli/train.py)."""
+    import ray
+
+    import opid_rllib
+    from opid_rllib.cli.train import build_parser, config_from_args
+
+    args = build_parser().parse_args(train_argv)
+    cfg = config_from_args(args)
+    ray.init(num_cpus=args.num_cpus or None, include_dashboard=False, ignore_reinit_error=True)
+    opid_rllib.register()
+    algo = cfg.build_algo()
+    while algo.iteration < args.stop_iters:
+        t0 = time.time()
+        res = algo.train()
+        it = algo.iteration
+        print(f"iter {it}: format_ok={_g(res, 'opid/format_valid_rate'):.3f} time={time.time() - t0:.1f}s", flush=True)
+        if args.checkpoint_freq and it % args.checkpoint_freq == 0:
+            print("checkpoint:", algo.save_to_path(os.path.join(args.output, f"checkpoint_{it:05d}")), flush=True)
+    algo.stop()
+    return 0
+
+
 def resume_child(ckpt: str, train_argv: list[str]) -> int:
     """New process: restore `ckpt`, compare weights with the checkpoint file, train one iteration."""
     import ray
     import torch
-    from ray.tune.logger import UnifiedLogger
 
     import envs
     import opid_rllib
@@ -445,8 +469,7 @@ def resume_child(ckpt: str, train_argv: list[str]) -> int:
     ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
     opid_rllib.register()
     out = {}
-    resume_dir = Path(ckpt).parent / "resumed"
-    algo = cfg.build_algo(logger_creator=lambda c: UnifiedLogger(c, str(resume_dir), loggers=None))
+    algo = cfg.build_algo()
     t = time.perf_counter()
     algo.restore_from_path(ckpt)
     out["restore_s"] = round(time.perf_counter() - t, 2)
@@ -580,6 +603,8 @@ def print_report(fig):
     if "resume" in fig:
         print("\n4. kill and resume")
         for k, v in fig["resume"].items():
+            if k.endswith("_tail"):
+                v = "\n      " + "\n      ".join(map(str, v))
             print(f"   {k}: {v}")
     print("\nverdicts")
     for k, ok in fig.get("verdicts", {}).items():
@@ -606,7 +631,10 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None)
     p.add_argument("--_resume-child", dest="resume_child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--_train-argv", dest="train_argv", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--_train-child", dest="train_child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.train_child:
+        return train_child(json.loads(args.train_argv))
     if args.resume_child:
         return resume_child(args.resume_child, json.loads(args.train_argv))
     os.environ.setdefault("OPID_CACHE_DIR", "/tmp/opid_cache")

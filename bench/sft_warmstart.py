@@ -130,10 +130,11 @@ def main(argv=None) -> int:
           f"{stats['tokens']} tokens ({stats['response_tokens']} response), {stats['optimizer_steps']} steps, "
           f"train {train_s:.0f}s{' (time budget hit)' if stats['stopped_early'] else ''}")
     print("loss per epoch: " + ", ".join(f"{c['loss']:.3f}" for c in stats["loss_curve"]))
-    print(f"{'policy / tasks':<22} {'episodes':>8} {'success':>8} {'fmt valid':>9} {'steps':>6} {'eval s':>7}")
+    print(f"{'policy / tasks':<22} {'episodes':>8} {'success':>8} {'fmt valid':>9} {'= expert':>9} {'steps':>6} "
+          f"{'eval s':>7}")
     for k, r in res.items():
         print(f"{k:<22} {r['episodes']:>8} {r['success_rate']:>8.3f} {r['format_valid_rate']:>9.3f} "
-              f"{r['mean_steps']:>6.2f} {r['seconds']:>7.0f}")
+              f"{r.get('expert_agreement', float('nan')):>9.3f} {r['mean_steps']:>6.2f} {r['seconds']:>7.0f}")
     total = time.perf_counter() - t_all
     print(f"total wall time {total:.0f}s")
     if args.json:

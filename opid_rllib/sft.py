@@ -230,7 +230,8 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
     kw.setdefault("split", split)
     kw.setdefault("max_steps", int(max_steps))
     env = envs_pkg.make(name, **kw)
-    counts = {"episodes_won": 0, "episodes_with_skills": 0, "skill_modes": {}, "workflow_replays_failed": 0}
+    counts = {"episodes_won": 0, "episodes_with_skills": 0, "skill_modes": {}, "workflow_replays_failed": 0,
+              "env_errors": 0}
     try:
         ids = list(task_ids) if task_ids is not None else select_task_ids(env.task_ids(), num_tasks, seed)
         if not ids:
@@ -238,7 +239,12 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
         rng = np.random.default_rng(None if seed is None else int(seed) + 7919)
         demos: list[Demo] = []
         for task_id in ids:
-            ep = _play(env, name, task_id, int(max_steps))
+            try:
+                ep = _play(env, name, task_id, int(max_steps))
+            except Exception:  # a crashing game must not end the collection (the runner does the same)
+                counts["env_errors"] += 1
+                env = _rebuild(env, envs_pkg, name, kw)
+                continue
             if ep is None:
                 continue
             counts["episodes_won"] += 1
@@ -247,7 +253,11 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
             if mode in ("episode", "both"):
                 ep_skill, flow = skill_workflow(name, ep)
                 if flow != [s["action"] for s in ep["steps"]]:
-                    replay = _play(env, name, task_id, int(max_steps), plan=flow)
+                    try:
+                        replay = _play(env, name, task_id, int(max_steps), plan=flow)
+                    except Exception:
+                        counts["env_errors"] += 1
+                        env, replay = _rebuild(env, envs_pkg, name, kw), None
                     if replay is None:
                         counts["workflow_replays_failed"] += 1
                         mode, ep_skill = "step", None
@@ -265,6 +275,14 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
     if stats is not None:
         stats.update({"env": name, "split": kw["split"], "episodes_tried": len(ids), **counts, "demos": len(demos)})
     return demos
+
+
+def _rebuild(env, envs_pkg, name: str, kw: dict):
+    try:
+        env.close()
+    except Exception:
+        pass
+    return envs_pkg.make(name, **kw)
 
 
 def _skill_mode(rng: np.random.Generator, skill_fraction: float) -> str | None:
@@ -411,10 +429,13 @@ def demo_loss(model, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence
     return total / max(1, n)
 
 
-def _lr_at(step: int, total: int, base: float, warmup: int) -> float:
+def _lr_at(step: int, total: int, base: float, warmup: int, time_frac: float = 0.0) -> float:
+    """Linear warm-up, then cosine decay to 10% of `base`. With a time budget the decay follows
+    whichever is further along: the steps or the budget (`time_frac`), so a run cut by the budget
+    still ends at a low learning rate."""
     if warmup > 0 and step < warmup:
         return base * (step + 1) / warmup
-    frac = (step - warmup) / max(1, total - warmup)
+    frac = max((step - warmup) / max(1, total - warmup), float(time_frac))
     return base * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, frac))))
 
 
@@ -428,7 +449,9 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
     (weights, tokenizer, generation config, and `sft_stats.json` with the loss curve).
 
     log_every > 0 also prints the running loss every that many optimizer steps. time_budget_s stops
-    training after the optimizer step that crosses the budget (the stats record it). The trained
+    training after the optimizer step that crosses the budget (the stats record it); the lr decay
+    then also tracks the elapsed fraction of the budget (not bit-reproducible, unlike a run
+    without a budget). The trained
     model's loss on the first `final_loss_samples` demos (no dropout, no update) is recorded as
     `final_eval_loss`, so a reload of the folder can be checked against it."""
     import torch
@@ -476,7 +499,8 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
             if time_budget_s is not None and time.perf_counter() - t_start > float(time_budget_s):
                 stopped_early = True
                 break
-            cur_lr = _lr_at(step, total_steps, float(lr), warmup)
+            time_frac = (time.perf_counter() - t_start) / float(time_budget_s) if time_budget_s else 0.0
+            cur_lr = _lr_at(step, total_steps, float(lr), warmup, time_frac)
             for g in opt.param_groups:
                 g["lr"] = cur_lr
             n_tok = sum(len(responses[i]) for i in batch)
@@ -536,7 +560,9 @@ def evaluate_greedy(model_path, env_name: str, task_ids: Iterable[str], *, histo
                     env_kwargs: dict | None = None, enable_thinking: bool = False, batch_size: int = 32,
                     model=None, tokenizer=None) -> dict[str, Any]:
     """Greedy success rate of a policy stepping the env like GroupedTextEnvRunner (same prompts,
-    same encoding, same projection; one copy per task). Returns rates and per-task outcomes."""
+    same encoding, same projection; one copy per task). Returns rates (success, format validity,
+    expert agreement = valid steps whose command equals the env expert's next command, over the
+    steps where the env had an expert plan) and per-task outcomes."""
     import envs as envs_pkg
     from opid_rllib.generation.hf import HFBackend
     from opid_rllib.models import load_model, load_tokenizer
@@ -553,7 +579,7 @@ def evaluate_greedy(model_path, env_name: str, task_ids: Iterable[str], *, histo
         env = envs_pkg.make(name, **kw)
         obs, info = env.reset(options={"task_id": tid})
         slots.append({"env": env, "task_id": str(tid), "obs": obs, "info": info, "history": [], "done": False,
-                      "won": False, "valid": 0, "steps": 0})
+                      "won": False, "valid": 0, "steps": 0, "agree": 0, "expert_steps": 0})
     t0 = time.perf_counter()
     while True:
         live = [s for s in slots if not s["done"]]
@@ -569,6 +595,10 @@ def evaluate_greedy(model_path, env_name: str, task_ids: Iterable[str], *, histo
         gens = backend.generate(ids, temperature=0.0, max_new_tokens=int(max_new_tokens))
         for s, g in zip(live, gens):
             action, valid = project_action(name, g.text)
+            plan = s["info"].get("expert_actions") or []
+            if plan:
+                s["expert_steps"] += 1
+                s["agree"] += int(valid and _same_action(name, action, plan[0]))
             prev_obs = s["obs"]
             obs, _r, term, trunc, info = s["env"].step(action)
             s["history"].append((prev_obs, action))
@@ -588,5 +618,6 @@ def evaluate_greedy(model_path, env_name: str, task_ids: Iterable[str], *, histo
     total_steps = max(1, sum(s["steps"] for s in slots))
     return {"episodes": len(slots), "success_rate": sum(s["won"] for s in slots) / n,
             "format_valid_rate": sum(s["valid"] for s in slots) / total_steps,
+            "expert_agreement": sum(s["agree"] for s in slots) / max(1, sum(s["expert_steps"] for s in slots)),
             "mean_steps": sum(s["steps"] for s in slots) / n, "seconds": time.perf_counter() - t0,
             "won": {s["task_id"]: s["won"] for s in slots}}

@@ -15,7 +15,8 @@ translating PDDL to SAS twice (once for a planner we never call). Here:
     state (CachedGrammar);
   * no SAS for replanning is built (`policy_commands` is not supported by this engine);
   * fast-downward's translator overwrites sys.argv (pitfall P2); we restore it.
-Everything else (observations, admissible commands, won, feedback) is PddlEnv's own code path.
+Checked equal to stock PddlEnv + AlfredDemangler (intro, feedback, admissible commands, facts,
+won) over random and expert walks on generated games of all six types.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ import os
 import pickle
 import sys
 import zlib
-from collections import OrderedDict, defaultdict
-from copy import deepcopy
+from collections import Counter, OrderedDict, defaultdict
 from pathlib import Path
 
 import fast_downward
@@ -208,7 +208,6 @@ class _State(pddl_logic.PddlState):
     """PddlState built from a cached translation, without the replanning SAS."""
 
     def __init__(self, downward_lib, pddl_problem: str, logic, translation):
-        from collections import Counter, defaultdict
         self._facts = defaultdict(set)
         self._vars_by_name = {}
         self._vars_by_type = defaultdict(set)

@@ -126,7 +126,7 @@ class ALFWorldEnv(TextEnv):
     data_dir: None -> $ALFWORLD_DATA if set, else the generated games; "" -> generated games;
     a path -> that json_2.1.1 tree (or its parent), split = its train/valid_seen/valid_unseen folder.
     cache_dir: generated games and PDDL translations (default $OPID_CACHE_DIR/alfworld or
-    ~/.cache/opid_rllib/alfworld). expert: fill info["expert_actions"] (costs ~30% of a step).
+    ~/.cache/opid_rllib/alfworld). expert: fill info["expert_actions"] (most of a step's cost).
     """
 
     env_name = "alfworld"
@@ -143,6 +143,8 @@ class ALFWorldEnv(TextEnv):
         self.use_expert = bool(expert)
         if self.data_dir is not None:
             root = self.data_dir / "json_2.1.1" if (self.data_dir / "json_2.1.1").is_dir() else self.data_dir
+            if not (root / split).is_dir():
+                raise FileNotFoundError(f"data_dir={str(self.data_dir)!r}: no {split!r} folder under {root}")
             self._official = official_index(root / split)
             self._ids = tuple(self._official)
         else:

@@ -235,6 +235,14 @@ def test_sft_run_learns_and_saves_a_loadable_folder(tmp_path):
         torch.testing.assert_close(opid_loaded(input_ids=ids).logits, reloaded(input_ids=ids).logits)
     assert load_tokenizer(out)(demos[0].response, add_special_tokens=False)["input_ids"] == r[0][:-1]
 
+    # the greedy evaluation loop (bench) runs on the saved policy
+    from opid_rllib.sft import evaluate_greedy
+
+    ev = evaluate_greedy(out, "searchqa", ["searchqa-train-00000", "searchqa-train-00001"], history_length=5,
+                         max_steps=2, max_new_tokens=8, max_prompt_len=plen, model=reloaded, tokenizer=tok)
+    assert ev["episodes"] == 2 and 0.0 <= ev["success_rate"] <= 1.0 and 1.0 <= ev["mean_steps"] <= 2.0
+    assert set(ev["won"]) == {"searchqa-train-00000", "searchqa-train-00001"}
+
     # the SFT loss is computed on the RL learner's layout and numbers
     ours_np, ref_np = pack(p[:4], r[:4], tok.pad_token_id), rl_pack(p[:4], r[:4], tok.pad_token_id)
     assert ours_np.keys() == ref_np.keys() and all(np.array_equal(ours_np[k], ref_np[k]) for k in ref_np)

@@ -197,9 +197,35 @@ def test_official_layout_via_data_dir(tmp_path, monkeypatch):
     assert terminated and reward == 10.0 and info["task_type"] == "pick_two_obj_and_place"
     assert info["step"] == s["expert_steps"]
     assert info["ground_truth"]["object_target"] == s["obj"]
+    with pytest.raises(FileNotFoundError):
+        ALFWorldEnv(split="train")  # no train folder in this tree
 
 
 def test_gym_registration():
     import envs
     env = envs.make("alfworld", split="valid_seen", data_dir="")
     assert isinstance(env, ALFWorldEnv) and env.max_steps == 30 and len(env.task_ids()) >= 60
+
+
+def test_fast_engine_matches_stock_textworld(smoke_env):
+    """FastPddlEnv (caches, own grammar derivation) must give stock PddlEnv's text, commands and facts."""
+    import random
+
+    import textworld
+    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
+
+    from envs.alfworld.env import Engine
+    tid = smoke_ids_by_type()["pick_clean_then_place_in_recep"]
+    gamefile = smoke_env.gamefile(tid)
+    infos = textworld.EnvInfos(won=True, admissible_commands=True, facts=True)
+    stock = textworld.start(gamefile, infos, wrappers=[AlfredDemangler()])
+    fast = Engine(expert=True)
+    a, b = stock.reset(), fast.reset(gamefile, 0)
+    rng = random.Random(0)
+    for _ in range(25):
+        assert a.feedback == b.feedback and a.admissible_commands == b.admissible_commands
+        assert a["won"] == b["won"] and sorted(map(str, a.facts)) == sorted(map(str, b.facts))
+        plan = fast.plan()
+        cmd = plan[0] if plan and rng.random() < 0.7 else rng.choice(a.admissible_commands)
+        a, _, _ = stock.step(cmd)
+        b = fast.step(cmd)
