@@ -63,6 +63,8 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     # analyzer
     "analyzer": ("hindsight", str), "analyzer_config": ({}, dict), "analyzer_num_workers": (8, int),
     "max_step_skills_per_traj": (5, int), "failed_only": (False, bool), "dump_skills": (True, bool),
+    # Where skill dumps go (None: the trial directory Tune gives the algorithm).
+    "run_dir": (None, str),
 }
 ANALYZERS = ("hindsight", "openai", "azure", "none")
 
@@ -232,7 +234,7 @@ class OPID(Algorithm):
             ids = sorted(rng.choice(ids, size=keep, replace=False).tolist())
         self._train_task_ids = ids
         self._task_rng = rng
-        self._skill_dump_dir = os.path.join(self.logdir, "opid_skills") if cfg.dump_skills else None
+        self._skill_dump_dir = os.path.join(cfg.run_dir or self.logdir, "opid_skills") if cfg.dump_skills else None
 
     # ---- the training step --------------------------------------------------------------
     def training_step(self) -> None:

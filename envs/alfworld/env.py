@@ -120,6 +120,11 @@ def play_expert(gamefile: str, max_steps: int, task_id: str) -> tuple[int, bool]
     return max_steps, False
 
 
+def _has_official_split(path: Path, split: str) -> bool:
+    path = path.expanduser()
+    return (path / "json_2.1.1" / split).is_dir() or (path / split).is_dir()
+
+
 class ALFWorldEnv(TextEnv):
     """ALFWorld text games; see module docstring. Reward 10 on a win, terminated on a win.
 
@@ -137,7 +142,13 @@ class ALFWorldEnv(TextEnv):
         super().__init__(split=split, max_steps=max_steps, **kwargs)
         if split not in gen.SPLITS:
             raise ValueError(f"split={split!r}: choose one of {gen.SPLITS}")
-        data_dir = os.environ.get("ALFWORLD_DATA") if data_dir is None else data_dir
+        if data_dir is None:
+            data_dir = os.environ.get("ALFWORLD_DATA")
+            # `import alfworld` itself sets ALFWORLD_DATA to ~/.cache/alfworld; without a download
+            # there, that default must mean "use the generated games", not an error.
+            if data_dir and not _has_official_split(Path(data_dir), split) and \
+                    Path(data_dir).expanduser() == Path("~/.cache/alfworld").expanduser():
+                data_dir = ""
         self.data_dir = Path(data_dir) if data_dir else None
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.use_expert = bool(expert)

@@ -140,9 +140,13 @@ def run_experiment(cfg, args=None) -> int:
 
 
 def _run_no_tune(cfg, args, output) -> int:
-    from ray.tune.logger import UnifiedLogger
+    """In-process loop; writes TensorBoard events, result.json lines and skill dumps into `output`."""
+    from tensorboardX import SummaryWriter
 
-    algo = cfg.build_algo(logger_creator=lambda c: UnifiedLogger(c, output, loggers=None))
+    cfg.analyzer_settings(run_dir=output)
+    algo = cfg.build_algo()
+    writer = SummaryWriter(output)
+    results_file = open(os.path.join(output, "result.json"), "a")
     if args.resume:
         algo.restore_from_path(os.path.abspath(args.resume))
         print(f"resumed from {args.resume} at iteration {algo.iteration}")
@@ -151,16 +155,47 @@ def _run_no_tune(cfg, args, output) -> int:
         t0 = time.time()
         last = algo.train()
         it = algo.iteration
+        _write_tensorboard(writer, last, it)
+        results_file.write(json.dumps(_jsonable(last)) + "\n")
+        results_file.flush()
         print(f"iter {it}: success={_get(last, 'opid/success_rate'):.3f} "
               f"format_ok={_get(last, 'opid/format_valid_rate'):.3f} time={time.time() - t0:.1f}s", flush=True)
         if args.checkpoint_freq and it % args.checkpoint_freq == 0:
             print("checkpoint:", algo.save_to_path(os.path.join(output, f"checkpoint_{it:05d}")))
     if args.checkpoint_at_end:
         print("checkpoint:", algo.save_to_path(os.path.join(output, "checkpoint_final")))
-    with open(os.path.join(output, "last_result.json"), "w") as f:
-        json.dump({"iteration": algo.iteration, "success_rate": _get(last, "opid/success_rate")}, f)
+    writer.close()
+    results_file.close()
     algo.stop()
     return 0
+
+
+def _flatten(d, prefix=""):
+    for k, v in d.items():
+        key = f"{prefix}/{k}" if prefix else str(k)
+        if isinstance(v, dict):
+            yield from _flatten(v, key)
+        else:
+            yield key, v
+
+
+def _write_tensorboard(writer, result: dict, step: int) -> None:
+    for key, v in _flatten(result):
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf"):
+            writer.add_scalar(key, float(v), step)
+    writer.flush()
+
+
+def _jsonable(result: dict) -> dict:
+    out = {}
+    for k, v in result.items():
+        if k == "config":
+            continue
+        if isinstance(v, dict):
+            out[k] = _jsonable(v)
+        elif isinstance(v, (int, float, str, bool)) or v is None:
+            out[k] = v
+    return out
 
 
 def _has_search_space(cfg) -> bool:

@@ -60,6 +60,12 @@ def test_failed_analysis_gets_exact_outcome_advantage_and_key_never_leaks(server
     assert all(skills[k]["episode_skill"] for k in ok)
 
     attach_outcome_advantages(episodes, cfg.invalid_action_penalty, cfg.outcome_adv_norm)
+    # The untrained model's steps are all malformed with reward 0, so the driver's A_out is 0
+    # everywhere and "exactly A_out" could not be told from "zero". The pipeline takes A_out as
+    # given (driver side), so give every step a distinct non-zero one.
+    rng = np.random.default_rng(0)
+    for ep in episodes:
+        ep.custom_data["opid"]["outcome_adv"] = (rng.normal(size=len(ep)) + 2.0).astype(np.float32).tolist()
     module = LLMRLModule(observation_space=text_space(), action_space=text_space(), model_config=cfg.model_config)
     metrics = MetricsLogger()
     shared, batch = {}, {}
