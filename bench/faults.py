@@ -14,14 +14,20 @@ OpenAI-protocol HTTP server (tests/analyzer/fake_openai_server.py). Four parts:
    from rewards/format flags/groups and scans episodes, results and skill dumps for the API key.
 2. env: a SearchQA subclass that raises in step (~25% of calls) and reset (~10%) from a seeded
    schedule; env_errors reported against the injected count.
-3. malformed actions: the untrained model's natural format-valid rate (part 1's run), and - in
-   part 2's run - a seeded ~30% of responses replaced by a well-formed action (token ids and
-   log-probs rescored so the sample stays self-consistent) so groups mix valid and invalid
-   steps; the audit checks A_out(invalid) - A_out(valid) = -penalty / (sigma_g + eps).
+3. malformed actions: the untrained model's own format-valid rate (measured before injection),
+   and in both training runs a seeded ~30% of responses replaced by a well-formed action (token
+   ids and log-probs rescored so the sample stays self-consistent): groups then mix valid and
+   invalid steps, A_out is non-zero (the model alone gives A_out = 0 everywhere, which would make
+   "fallback == A_out" vacuous), and the audit checks A_out(invalid) - A_out(valid) =
+   -penalty / (sigma_g + eps) within each mixed trajectory.
 4. resume: `opid-train --no-tune --checkpoint-freq 1` in a subprocess, SIGKILLed mid-iteration
    after its 2nd checkpoint; a new process restores the last checkpoint, compares learner module
    tensors byte for byte with the checkpoint file, checks the iteration counter and task-RNG
-   position, and trains one more iteration.
+   position, and trains one more iteration; then `opid-train --resume <checkpoint>` must continue
+   with the next iteration too. Part 4 runs in subprocesses alongside parts 1-3 (--serial: before).
+
+Finding printed as a FAIL verdict: the API key passed in analyzer_config sits in every result's
+"config" and in the checkpoint's class_and_ctor_args.pkl files (see the report's "key found in").
 """
 
 from __future__ import annotations
@@ -108,7 +114,7 @@ class FaultySearchQA(SearchQAEnv):
 
 
 # ------------------------------------------------------ fault injection: action formats -------
-INJECT = {"rate": 0.0, "seed": 0, "count": 0}
+INJECT = {"rate": 0.0, "count": 0, "natural_valid": 0, "natural_total": 0}
 _INJECT_RNG = random.Random(0)
 
 
@@ -118,6 +124,10 @@ class MixedFormatRunner(GroupedTextEnvRunner):
     sample is exactly what sampling that text would have produced."""
 
     def _step_slot(self, sl, prompt, gen, was_cut, counts):
+        from opid_rllib.prompts import project_action
+
+        INJECT["natural_valid"] += int(project_action(self.env_name, gen.text)[1])  # the model's own rate
+        INJECT["natural_total"] += 1
         if INJECT["rate"] > 0 and _INJECT_RNG.random() < INJECT["rate"]:
             text = "<answer>unknown</answer>" if len(sl["history"]) else "<search>capital</search>"
             m = self.module
@@ -147,7 +157,7 @@ class AuditAdvantages(ConnectorV2):
         module = policy_module(rl_module)
         out = batch[DEFAULT_MODULE_ID]
         adv_all = out["advantages"].numpy()
-        a = dict(samples=0, fallback_samples=0, fallback_exact=0, skill_samples=0, skill_match=0,
+        a = dict(samples=0, fallback_samples=0, fallback_exact=0, fallback_nonzero_outcome=0, skill_samples=0, skill_match=0,
                  skill_teacher_nonzero=0, misrouted=0, nonfinite=int((~np.isfinite(adv_all)).sum()),
                  outcome_adv_max_err=0.0, failed_trajs=0, ok_trajs=0, key_leaks_in_episodes=0,
                  invalid_samples=0, mixed_validity_trajs=0, penalty_gap_max_err=0.0, penalty_gap_mean=None)
@@ -191,6 +201,7 @@ class AuditAdvantages(ConnectorV2):
                 want_out = np.float32(meta["outcome_adv"][k])
                 if not ok:
                     a["fallback_samples"] += 1
+                    a["fallback_nonzero_outcome"] += int(abs(float(want_out)) > 1e-3)  # check is not 0 == 0
                     a["fallback_exact"] += int(np.all(adv[:n] == want_out) and np.all(adv[n:] == 0))
                 else:
                     a["skill_samples"] += 1
@@ -291,6 +302,24 @@ def _train(cfg, iters, per_iter_extra, scan_dir=None):
 
 
 # ------------------------------------------------------------------------------- parts ---------
+def _use_injection(cfg, args, tag):
+    """Both training runs: ~30% well-formed actions mixed in, so groups mix valid and invalid
+    steps and A_out is non-zero (the untrained model alone gives A_out = 0 everywhere)."""
+    cfg.env_runners(env_runner_cls=MixedFormatRunner)
+    _INJECT_RNG.seed(f"valid-inject-{tag}-{args.seed}")
+    INJECT["rate"] = args.valid_inject_rate
+    seen = dict(INJECT)
+
+    def extra():
+        row = {"injected_valid_actions": INJECT["count"] - seen["count"],
+               "model_format_valid_rate": (INJECT["natural_valid"] - seen["natural_valid"])
+               / max(INJECT["natural_total"] - seen["natural_total"], 1)}
+        seen.update(INJECT)
+        return row
+
+    return extra
+
+
 def part_analyzer(args, tmp: Path):
     schedule = fault_schedule(5000, args.fault_rate, args.seed)
     srv = ScheduledFakeServer(modes=schedule, slow_s=args.slow_s).start()
@@ -313,10 +342,12 @@ def part_analyzer(args, tmp: Path):
     cfg = make_config("searchqa", args, analyzer="openai", analyzer_config={
         "base_url": srv.base_url, "api_key": API_KEY, "model": "fake", "timeout_s": args.timeout_s,
         "max_retries": 2, "retry_delay_s": 0.05})
+    inj = _use_injection(cfg, args, "analyzer")
     try:
-        out = _train(cfg, args.iters, extra, scan_dir=tmp / "analyzer_ckpt")
+        out = _train(cfg, args.iters, lambda res: {**extra(res), **inj()}, scan_dir=tmp / "analyzer_ckpt")
     finally:
         srv.stop()
+        INJECT["rate"] = 0.0
     served = srv.served
     out["server"] = {"requests": len(served), "fault_share": round(1 - served.count("good") / max(len(served), 1), 3),
                      **{m: served.count(m) for m in ("good", "slow", "error500", "junk")}}
@@ -330,25 +361,22 @@ def part_env(args):
     if CRASH_ENV_ID not in registry:
         gym.register(CRASH_ENV_ID, entry_point=FaultySearchQA, disable_env_checker=True)
     _ENV_RNG.seed(f"env-faults-{args.seed}")
-    _INJECT_RNG.seed(f"valid-inject-{args.seed}")
-    INJECT["rate"] = args.valid_inject_rate
-    seen = {"step": 0, "reset": 0, "inj": 0}
+    seen = {"step": 0, "reset": 0}
 
     def extra(res):
         row = {"injected_step_faults": ENV_FAULTS["step"] - seen["step"],
                "injected_reset_faults": ENV_FAULTS["reset"] - seen["reset"],
-               "injected_valid_actions": INJECT["count"] - seen["inj"],
                "runner_env_errors": _g(res, "env_runners/opid_runner/env_errors"),
                "episodes_with_env_error": _g(res, "opid/env_errors"),
                "episode_len_mean": _g(res, "opid/episode_len_mean"),
                "policy_loss": _g(res, "learners/default_policy/policy_loss")}
-        seen.update(step=ENV_FAULTS["step"], reset=ENV_FAULTS["reset"], inj=INJECT["count"])
+        seen.update(step=ENV_FAULTS["step"], reset=ENV_FAULTS["reset"])
         return row
 
     cfg = make_config(CRASH_ENV_ID, args)  # hindsight analyzer
-    cfg.env_runners(env_runner_cls=MixedFormatRunner)
+    inj = _use_injection(cfg, args, "env")
     try:
-        return _train(cfg, args.iters, extra)
+        return _train(cfg, args.iters, lambda res: {**extra(res), **inj()})
     finally:
         INJECT["rate"] = 0.0
 
@@ -371,9 +399,11 @@ def part_resume(args, tmp: Path):
     train_argv = ["--env", "searchqa", "--cpu-example", "--no-tune", "--checkpoint-freq", "1", "--stop-iters", "8",
                   "--group-size", "2", "--tasks-per-iter", "2", "--max-steps", "2", "--max-new-tokens", "8",
                   "--num-cpus", "2", "--seed", str(args.seed), "--output", str(out_dir)]
-    # `opid-train --no-tune` itself cannot run on this Ray (2.60 has no ray.tune.logger.UnifiedLogger
-    # nor build_algo(logger_creator=)): the child builds the CLI's exact config and mirrors its loop.
-    cmd = [sys.executable, __file__, "--_train-child", "--_train-argv", json.dumps(train_argv)]
+    exe = Path(sys.executable).with_name("opid-train")
+    cli = [str(exe)] if exe.exists() else [sys.executable, "-m", "opid_rllib.cli.train"]
+    # --trainer script: the CLI's exact config and --no-tune loop in this file (if the CLI breaks).
+    cmd = cli + train_argv if args.trainer == "cli" else \
+        [sys.executable, __file__, "--_train-child", "--_train-argv", json.dumps(train_argv)]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
@@ -390,7 +420,7 @@ def part_resume(args, tmp: Path):
 
     threading.Thread(target=reader, daemon=True).start()
     done.wait(timeout=args.resume_timeout_s)
-    res = {"trainer": "config_from_args(opid-train " + " ".join(train_argv) + ") + the --no-tune loop",
+    res = {"trainer": ("opid-train " if args.trainer == "cli" else "bench --_train-child ") + " ".join(train_argv),
            "checkpoints_seen": [Path(c).name for c in ckpts]}
     if len(ckpts) < args.kill_after_ckpts:
         res["error"] = "trainer produced too few checkpoints before the timeout / exit"
@@ -414,6 +444,16 @@ def part_resume(args, tmp: Path):
         res["resume_tail"] = (child.stdout + child.stderr).splitlines()[-20:]
     else:
         res.update(json.loads(payload[-1][len("RESUME_JSON "):]))
+    if args.trainer == "cli":  # and the CLI's own --resume continues from the same checkpoint
+        argv2 = list(train_argv)
+        argv2[argv2.index("--stop-iters") + 1] = str(int(Path(last).name.split("_")[-1]) + 1)
+        cont = subprocess.run(cli + argv2 + ["--resume", last], capture_output=True, text=True,
+                              timeout=args.resume_timeout_s, start_new_session=True)
+        out_lines = cont.stdout.splitlines()
+        res["cli_resume_rc"] = cont.returncode
+        res["cli_resume_lines"] = [ln[:120] for ln in out_lines if ln.startswith(("resumed from", "iter ", "checkpoint:"))]
+        if cont.returncode != 0:
+            res["cli_resume_tail"] = (cont.stdout + cont.stderr).splitlines()[-15:]
     res["wall_s"] = round(time.perf_counter() - t0, 1)
     return res
 
@@ -535,7 +575,8 @@ def verdicts(fig) -> dict:
         a = fig["analyzer"]
         it = a["iterations"]
         v[f"analyzer: fallback exercised ({_audit_sum(it, 'fallback_samples')} samples of "
-          f"{_audit_sum(it, 'failed_trajs')} failed trajectories)"] = _audit_sum(it, "fallback_samples") > 0
+          f"{_audit_sum(it, 'failed_trajs')} failed trajectories, {_audit_sum(it, 'fallback_nonzero_outcome')} "
+          f"with A_out != 0)"] = _audit_sum(it, "fallback_nonzero_outcome") > 0
         v["analyzer: failed-trajectory metric == pool errors == audit count"] = all(
             r["analysis_failed_trajectories"] == r["analyzer_errors"] == (r["audit"] or {}).get("failed_trajs")
             for r in it)
@@ -547,10 +588,11 @@ def verdicts(fig) -> dict:
         v["env: runner env_errors == injected step+reset faults, every iteration"] = all(
             r["runner_env_errors"] == r["injected_step_faults"] + r["injected_reset_faults"] for r in it)
         v["env: faults were injected"] = sum(r["injected_step_faults"] + r["injected_reset_faults"] for r in it) > 0
-        mixed = _audit_sum(it, "mixed_validity_trajs")
-        err = fig.get("malformed", {}).get("injected_run_penalty_gap_max_err")
-        v[f"malformed: penalty visible in A_out ({mixed} mixed trajectories, max err {err})"] = \
-            mixed > 0 and err is not None and err < 1e-4
+    if "malformed" in fig:
+        m = fig["malformed"]
+        mixed, err = m.get("mixed_validity_trajs", 0), m.get("penalty_gap_max_err")
+        v[f"malformed: A_out(invalid) - A_out(valid) = -penalty/(sigma+eps) ({mixed} mixed trajectories, "
+          f"max err {err})"] = mixed > 0 and err is not None and err < 1e-4
     if "resume" in fig:
         r = fig["resume"]
         v["resume: killed mid-run after a checkpoint"] = bool(r.get("killed_mid_run")) and r.get("kill_returncode") == -9
@@ -559,6 +601,10 @@ def verdicts(fig) -> dict:
             r.get("restored_iteration") == r.get("checkpoint_iteration")
             and r.get("next_training_iteration") == (r.get("checkpoint_iteration") or 0) + 1
             and bool(r.get("task_rng_at_right_position")))
+        if "cli_resume_rc" in r:
+            want = f"iter {(r.get('checkpoint_iteration') or 0) + 1}:"
+            v["resume: `opid-train --resume <last checkpoint>` continues with the next iteration"] = (
+                r["cli_resume_rc"] == 0 and any(ln.startswith(want) for ln in r.get("cli_resume_lines", [])))
     return v
 
 
@@ -583,7 +629,8 @@ def print_report(fig):
               ["iter", "wall_s", "rollout_s", "analyzer_wait_s", "http_requests", "served_slow", "served_error500",
                "served_junk", "analyzer_calls", "analyzer_errors", "analysis_failed_trajectories"])
         table("   batch audit (advantage of every sample re-derived from the raw episode)", a["iterations"],
-              ["iter", "samples", "fallback_samples", "fallback_exact", "skill_samples", "skill_match",
+              ["iter", "samples", "fallback_samples", "fallback_exact", "fallback_nonzero_outcome", "skill_samples",
+               "skill_match",
                "skill_teacher_nonzero", "misrouted", "nonfinite", "outcome_adv_max_err"])
         print(f"   server totals: {a.get('server')}")
         print(f"   API key found in: results={[r['iter'] for r in a['iterations'] if r['key_in_result']]} "
@@ -591,13 +638,15 @@ def print_report(fig):
               f"files={a.get('key_in_files')}")
     if "env" in fig:
         e = fig["env"]
-        table("2. env faults (SearchQA raising in ~25% of steps, ~10% of resets) + 3. ~30% injected well-formed "
-              "actions", e["iterations"],
+        table("2. env faults (SearchQA raising in ~25% of steps, ~10% of resets)", e["iterations"],
               ["iter", "wall_s", "episodes", "injected_step_faults", "injected_reset_faults", "runner_env_errors",
                "episodes_with_env_error", "episode_len_mean", "policy_loss", "misrouted", "nonfinite"])
-        table("   invalid-action penalty", e["iterations"],
-              ["iter", "format_valid_rate", "injected_valid_actions", "invalid_samples", "mixed_validity_trajs",
-               "penalty_gap_mean", "penalty_gap_max_err", "outcome_adv_max_err"])
+    pen_cols = ["iter", "model_format_valid_rate", "injected_valid_actions", "format_valid_rate", "invalid_samples",
+                "mixed_validity_trajs", "penalty_gap_mean", "penalty_gap_max_err", "outcome_adv_max_err"]
+    for k in ("analyzer", "env"):
+        if k in fig:
+            table(f"3. malformed actions + invalid-action penalty ({k} run; ~30% well-formed actions injected)",
+                  fig[k]["iterations"], pen_cols)
     if "malformed" in fig:
         print(f"\n3. malformed actions: {json.dumps(fig['malformed'], default=float)}")
     if "resume" in fig:
@@ -625,6 +674,7 @@ def main(argv=None) -> int:
     p.add_argument("--slow-s", type=float, default=3.0, help="how long a 'slow' answer takes")
     p.add_argument("--valid-inject-rate", type=float, default=0.3)
     p.add_argument("--kill-after-ckpts", type=int, default=2)
+    p.add_argument("--trainer", choices=("cli", "script"), default="cli", help="part 4's killed trainer")
     p.add_argument("--kill-delay-s", type=float, default=2.0)
     p.add_argument("--resume-timeout-s", type=float, default=300.0)
     p.add_argument("--serial", action="store_true", help="run part 4 before parts 1-3, not alongside")
@@ -659,20 +709,23 @@ def main(argv=None) -> int:
             print("part 1: analyzer faults", flush=True)
             fig["analyzer"] = part_analyzer(args, Path(tmp))
             it = fig["analyzer"]["iterations"]
-            fig["malformed"] = {"natural_format_valid_rate_per_iter": [r["format_valid_rate"] for r in it],
-                                "natural_invalid_samples": _audit_sum(it, "invalid_samples"),
-                                "natural_samples": _audit_sum(it, "samples")}
+            fig["malformed"] = {"analyzer_run_model_format_valid_rate": [r["model_format_valid_rate"] for r in it],
+                                "analyzer_run_format_valid_rate": [r["format_valid_rate"] for r in it]}
         if "env" in parts:
             print("part 2/3: env faults + mixed action formats", flush=True)
             fig["env"] = part_env(args)
             it = fig["env"]["iterations"]
             fig.setdefault("malformed", {}).update(
-                injected_run_format_valid_rate_per_iter=[r["format_valid_rate"] for r in it],
-                injected_run_mixed_validity_trajs=_audit_sum(it, "mixed_validity_trajs"),
-                injected_run_penalty_gap_max_err=max([(r["audit"] or {}).get("penalty_gap_max_err", 0) for r in it],
-                                                     default=None),
-                injected_run_outcome_adv_max_err=max([(r["audit"] or {}).get("outcome_adv_max_err", 0) for r in it],
-                                                     default=None))
+                env_run_model_format_valid_rate=[r["model_format_valid_rate"] for r in it],
+                env_run_format_valid_rate=[r["format_valid_rate"] for r in it])
+        runs = [fig[k]["iterations"] for k in ("analyzer", "env") if k in fig]
+        if runs:
+            fig.setdefault("malformed", {}).update(
+                mixed_validity_trajs=sum(_audit_sum(it, "mixed_validity_trajs") for it in runs),
+                penalty_gap_max_err=max(((r["audit"] or {}).get("penalty_gap_max_err", 0) for it in runs for r in it),
+                                        default=None),
+                outcome_adv_max_err=max(((r["audit"] or {}).get("outcome_adv_max_err", 0) for it in runs for r in it),
+                                        default=None))
         if resume_thread is not None:
             resume_thread.join()
     fig["total_wall_s"] = round(time.perf_counter() - t_all, 1)

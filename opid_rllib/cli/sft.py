@@ -127,8 +127,9 @@ def run(args) -> dict:
                   "skill_fraction": args.skill_fraction, "enable_thinking": bool(args.enable_thinking),
                   "collect_seconds": collect_s, "wall_seconds": time.perf_counter() - t0})
     stats_path.write_text(json.dumps(stats, indent=2) + "\n")
-    print(f"[opid-sft] wrote {out} ({stats['demos']} demos, {stats['tokens']} tokens, final loss "
-          f"{stats['final_loss']:.4f}, {stats['wall_seconds']:.0f}s); stats in {stats_path}", flush=True)
+    loss = "n/a" if stats["final_eval_loss"] is None else f"{stats['final_eval_loss']:.4f}"
+    print(f"[opid-sft] wrote {out} ({stats['demos']} demos, {stats['tokens']} tokens, loss after training {loss}, "
+          f"{stats['wall_seconds']:.0f}s); stats in {stats_path}", flush=True)
     return stats
 
 

@@ -192,7 +192,19 @@ def test_cli_rejects_bad_input(tmp_path, capsys):
         main(["--env", "searchqa"])  # --out is required (argparse exits 2)
 
 
-def test_sft_run_learns_and_saves_a_loadable_folder(tmp_path):
+@pytest.fixture
+def one_thread():
+    """One torch thread: on a busy 2-core box two threads are several times slower for this tiny
+    model (the CLI's --torch-threads sets it process-wide, so restore it afterwards)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_sft_run_learns_and_saves_a_loadable_folder(tmp_path, one_thread):
     """Tiny run through the CLI: loss goes down, the folder reloads with AutoModelForCausalLM and
     resolve_model, reproduces the trained model's loss, and the SFT log-probs equal the learner's."""
     import torch
@@ -208,7 +220,7 @@ def test_sft_run_learns_and_saves_a_loadable_folder(tmp_path):
     plen = 64
     argv = ["--env", "searchqa", "--model", "tiny", "--out", str(out), "--tasks", "2", "--epochs", "2",
             "--batch-size", "2", "--lr", "5e-3", "--max-prompt-len", str(plen), "--max-steps", "4", "--seed", "0",
-            "--skill-fraction", "0.5"]
+            "--skill-fraction", "0.5", "--torch-threads", "1"]
     assert main(argv) == 0
     stats = json.loads((out / "sft_stats.json").read_text())
     demos = collect_demonstrations("searchqa", num_tasks=2, history_length=5, max_steps=4, seed=0, skill_fraction=0.5)
