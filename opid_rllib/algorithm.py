@@ -234,7 +234,23 @@ class OPID(Algorithm):
             ids = sorted(rng.choice(ids, size=keep, replace=False).tolist())
         self._train_task_ids = ids
         self._task_rng = rng
-        self._skill_dump_dir = os.path.join(cfg.run_dir or self.logdir, "opid_skills") if cfg.dump_skills else None
+        self._skill_dump_dir = os.path.join(self._run_dir(), "opid_skills") if cfg.dump_skills else None
+
+    def _run_dir(self) -> str:
+        """Where skill dumps go: config.run_dir, else the Tune trial's own directory when it is on the
+        local filesystem (Tune's artifact sync copies the working dir only at some checkpoints)."""
+        if self.config.run_dir:
+            return self.config.run_dir
+        storage = getattr(self, "_storage", None)
+        if storage is not None:
+            try:
+                import pyarrow.fs
+
+                if isinstance(storage.storage_filesystem, pyarrow.fs.LocalFileSystem):
+                    return storage.trial_fs_path
+            except Exception:
+                pass
+        return self.logdir
 
     # ---- the training step --------------------------------------------------------------
     def training_step(self) -> None:

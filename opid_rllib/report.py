@@ -215,8 +215,10 @@ def resolve_axis(rows: list[dict[str, Any]], axis: Axis) -> list[tuple[str, list
 
 
 def _draw(ax, curves, axis: Axis, title: str | None = None) -> None:
-    for label, xs, ys in curves:
-        ax.plot(xs, ys, marker="o" if len(xs) <= 30 else None, markersize=3, linewidth=1.5, label=label)
+    markers, styles = "osD^v<>", ("-", "--", "-.", ":")
+    for i, (label, xs, ys) in enumerate(curves):  # distinct markers/styles: equal curves stay visible
+        ax.plot(xs, ys, marker=markers[i % len(markers)] if len(xs) <= 30 else None, markersize=4,
+                linestyle=styles[i % len(styles)], linewidth=1.5, label=label)
     ax.set_xlabel("training iteration")
     ax.set_ylabel(axis.ylabel)
     if axis.ylim:
@@ -255,7 +257,8 @@ def make_plots(rows: list[dict[str, Any]], out_dir: os.PathLike | str,
         fig.savefig(out_dir / fname, format="png")
         made.append({"file": fname, "title": panel.title})
         for a, curves in resolved:
-            overview.append((a, curves, panel.title if len(resolved) == 1 else f"{panel.title.split(':')[0]}: {a.ylabel}"))
+            title = panel.title if len(resolved) == 1 else f"{panel.title.split(':')[0]}: {a.ylabel}"
+            overview.append((a, curves, title))
     if overview:
         ncols = 3 if len(overview) > 4 else 2 if len(overview) > 1 else 1
         nrows = math.ceil(len(overview) / ncols)
