@@ -339,8 +339,9 @@ def part_analyzer(args, tmp: Path):
                 "analysis_failed_trajectories": _g(res, "learners/opid/analysis_failed_trajectories"),
                 "key_sent_to_server": auth_ok}
 
+    os.environ["OPID_BENCH_ANALYZER_KEY"] = API_KEY  # keys live in the environment, never in the config
     cfg = make_config("searchqa", args, analyzer="openai", analyzer_config={
-        "base_url": srv.base_url, "api_key": API_KEY, "model": "fake", "timeout_s": args.timeout_s,
+        "base_url": srv.base_url, "api_key_env": "OPID_BENCH_ANALYZER_KEY", "model": "fake", "timeout_s": args.timeout_s,
         "max_retries": 2, "retry_delay_s": 0.05})
     inj = _use_injection(cfg, args, "analyzer")
     try:

@@ -144,6 +144,10 @@ class OPIDConfig(AlgorithmConfig):
             ("minibatch_size", self.minibatch_size is None, "None (OPID updates on the whole batch, micro-batched)"),
         ]
         errors += [f"{name}={getattr(self, name)!r}: must be {want}" for name, ok, want in checks if not ok]
+        if isinstance(self.analyzer_config, dict) and self.analyzer_config.get("api_key"):
+            errors.append("analyzer_config['api_key']: do not put keys in the config (RLlib and Tune write it to "
+                          "checkpoints, params.json and results); export OPENAI_API_KEY, or name another "
+                          "variable with analyzer_config['api_key_env']")
         if self.num_learners > 1 and self.tasks_per_iter < self.num_learners:
             errors.append(f"tasks_per_iter={self.tasks_per_iter}: must be >= num_learners={self.num_learners} "
                           "(groups are never split across learners)")

@@ -70,6 +70,7 @@ class OpenAIAnalyzer(Analyzer):
         model: str | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
         timeout_s: float = 60.0,
         max_retries: int | None = None,
         retry_delay_s: float | None = None,
@@ -81,10 +82,12 @@ class OpenAIAnalyzer(Analyzer):
         super().__init__(max_step_skills=max_step_skills)
         self.model = model or os.environ.get("OPENAI_MODEL") or DEFAULT_MODEL
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        key = api_key or os.environ.get("OPENAI_API_KEY") or ""
+        # Keys are read from the environment (api_key_env names the variable) so that they never sit in
+        # a config that RLlib/Tune write to checkpoints, params.json and results.
+        key = api_key or os.environ.get(api_key_env) or ""
         if not key:
             if self.base_url is None:
-                raise ValueError("OpenAIAnalyzer: no API key; set OPENAI_API_KEY or pass api_key "
+                raise ValueError(f"OpenAIAnalyzer: no API key; set {api_key_env} or pass api_key "
                                  "(or set base_url for a local server that needs none)")
             key = "EMPTY"  # local OpenAI-compatible servers (vLLM) accept any key
         self._api_key = key

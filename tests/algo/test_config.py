@@ -66,3 +66,13 @@ def test_tuned_examples_build_valid_configs():
         if not _has_search_space(cfg):
             cfg.validate()
         assert cfg.env in ("alfworld", "webshop", "searchqa")
+
+
+def test_api_key_in_config_is_rejected_and_never_serialised(monkeypatch):
+    c = OPIDConfig().analyzer_settings(analyzer="openai", analyzer_config={"api_key": "sk-secret-123"})
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        c.validate()
+    monkeypatch.setenv("MY_KEY_VAR", "sk-secret-123")
+    ok = OPIDConfig().analyzer_settings(analyzer="openai", analyzer_config={"api_key_env": "MY_KEY_VAR"})
+    ok.validate()
+    assert "sk-secret-123" not in repr(ok.to_dict())

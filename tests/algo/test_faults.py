@@ -28,15 +28,16 @@ def server():
     srv.stop()
 
 
-def test_failed_analysis_gets_exact_outcome_advantage_and_key_never_leaks(server):
+def test_failed_analysis_gets_exact_outcome_advantage_and_key_never_leaks(server, monkeypatch):
     key = "sk-test-" + secrets.token_hex(16)
+    monkeypatch.setenv("OPID_TEST_ANALYZER_KEY", key)  # keys come from the environment, never the config
     # One worker: trajectories reach the server in submission order. The first gets two HTTP 500s
     # (max_retries=2 -> analysis failed), the second a 401 whose body echoes the Authorization
     # header (not retried; the key must be redacted), the rest valid answers.
     server.push("error500", "error500", "echo_auth")
     cfg = tiny_config(group_size=2, tasks_per_iter=2, max_steps=2, analyzer="openai", analyzer_num_workers=1,
                       max_step_skills_per_traj=1, episode_skill_adv_weight=W, step_skill_adv_weight=W,
-                      analyzer_config={"base_url": server.base_url, "api_key": key, "model": "fake",
+                      analyzer_config={"base_url": server.base_url, "api_key_env": "OPID_TEST_ANALYZER_KEY", "model": "fake",
                                        "timeout_s": 5.0, "max_retries": 2, "retry_delay_s": 0.01})
     runner = GroupedTextEnvRunner(config=cfg)
     try:
