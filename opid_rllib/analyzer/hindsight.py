@@ -75,6 +75,25 @@ class _StepFacts:
         return self.invalid_format or self.inadmissible or self.noop
 
 
+_TEMPLATE_SLOT = re.compile(r"<[^<>]*>|\.\.\.")
+
+
+def _matches_template(action: str, admissible: list[str]) -> bool:
+    """Envs list free-text commands as templates ("search[<your query>]", "<search>...</search>");
+    a filled-in template is admissible."""
+    for t in admissible:
+        parts = _TEMPLATE_SLOT.split(t)
+        if len(parts) > 1:
+            pattern = ".+?".join(re.escape(p) for p in parts)
+            # Keep literal tags (e.g. "<search>") as text, only "<your query>"/"..." are slots.
+            tags = re.findall(r"</?[a-z_]+>", t)
+            if not tags and re.fullmatch(pattern, action, flags=re.S):
+                return True
+            if tags and re.fullmatch(re.escape(t).replace(re.escape("..."), ".+?"), action, flags=re.S):
+                return True
+    return False
+
+
 def _step_facts(traj: TrajectoryRecord) -> list[_StepFacts]:
     facts: list[_StepFacts] = []
     steps = traj.steps
@@ -82,7 +101,7 @@ def _step_facts(traj: TrajectoryRecord) -> list[_StepFacts]:
         a = _norm(s.action)
         f = _StepFacts(step=s, invalid_format=not s.action_valid)
         adm = [_norm(x) for x in s.admissible_actions]
-        if adm and a and a not in adm and not f.invalid_format:
+        if adm and a and a not in adm and not f.invalid_format and not _matches_template(a, adm):
             f.inadmissible = True
             close = difflib.get_close_matches(a, adm, n=1, cutoff=0.5)
             f.suggestion = s.admissible_actions[adm.index(close[0])] if close else ""

@@ -88,3 +88,13 @@ def test_unknown_outcome_and_empty_trajectory():
     empty = make_traj([], success=False)
     s = HindsightAnalyzer().analyze(empty)
     assert not s.ok and s.error == "trajectory has no steps"
+
+
+def test_filled_in_command_templates_count_as_admissible():
+    """WebShop/search QA list free-text commands as templates; a filled-in one is not 'inadmissible'."""
+    from opid_rllib.analyzer.hindsight import _matches_template
+
+    assert _matches_template("search[red running shoes]", ["search[<your query>]", "click[back to search]"])
+    assert _matches_template("<search>founder of acme</search>", ["<search>...</search>", "<answer>...</answer>"])
+    assert not _matches_template("click[b0123]", ["search[<your query>]", "click[back to search]"])
+    assert not _matches_template("go to desk 1", ["go to desk 2", "look"])
