@@ -6,8 +6,8 @@ set -euo pipefail
 OUT=${OUT:-outputs/quickstart}
 ITERS=${ITERS:-3}
 mkdir -p "$OUT"
-opid-sft --env alfworld --model tiny --out "$OUT/sft" --tasks "${SFT_TASKS:-60}" --epochs "${SFT_EPOCHS:-3}" \
-  --history-length 2 --max-steps 8
+opid-sft --env alfworld --model tiny --out "$OUT/sft" --overwrite --tasks "${SFT_TASKS:-60}" --epochs "${SFT_EPOCHS:-3}" \
+  --history-length 2 --max-steps 30
 opid-train --env alfworld --cpu-example --model "$OUT/sft" --stop-iters "$ITERS" --no-tune \
   --output "$OUT/train" --checkpoint-at-end
 opid-export "$OUT/train/checkpoint_final" "$OUT/policy"
