@@ -16,7 +16,8 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
 from opid_rllib.connectors.common import policy_module
 from opid_rllib.losses import ppo_token_loss
-from opid_rllib.rl_module import DTYPES, response_logprobs
+from opid_rllib.rl_module import DTYPES
+from opid_rllib.token_logprobs import response_logprobs
 
 
 class OPIDTorchLearner(TorchLearner):

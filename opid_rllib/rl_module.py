@@ -21,58 +21,9 @@ import torch
 from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 
 from opid_rllib.generation.base import Generation
+from opid_rllib.token_logprobs import pack, response_logprobs  # noqa: F401  (re-exported)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def pack(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int):
-    """Left-pad prompts and right-pad responses into numpy arrays (the batch layout we ship)."""
-    n = len(prompt_ids)
-    p_w = max([len(p) for p in prompt_ids] + [1])
-    r_w = max([len(r) for r in response_ids] + [1])
-    prompts = np.full((n, p_w), pad_id, dtype=np.int64)
-    responses = np.full((n, r_w), pad_id, dtype=np.int64)
-    for i, (p, r) in enumerate(zip(prompt_ids, response_ids)):
-        if len(p):
-            prompts[i, p_w - len(p):] = p
-        if len(r):
-            responses[i, : len(r)] = r
-    return {"prompt_ids": prompts, "prompt_len": np.array([len(p) for p in prompt_ids], np.int64),
-            "response_ids": responses, "response_len": np.array([len(r) for r in response_ids], np.int64)}
-
-
-def response_logprobs(model, prompt_ids: torch.Tensor, prompt_len: torch.Tensor, response_ids: torch.Tensor,
-                      response_len: torch.Tensor, temperature: float = 1.0, with_entropy: bool = False):
-    """log pi(y_l | x, y_<l) for every response token, as a [B, R] tensor (0 beyond response_len).
-
-    prompt_ids are left-padded, response_ids right-padded. Columns that are padding in every
-    row are trimmed before the forward pass, so a micro-batch of short prompts stays cheap.
-    """
-    b, p_w = prompt_ids.shape
-    r_w = response_ids.shape[1]
-    p_max = max(int(prompt_len.max()), 1)
-    r_max = max(int(response_len.max()), 1)
-    prompts = prompt_ids[:, p_w - p_max:]
-    resp = response_ids[:, :r_max]
-    cols = torch.arange(p_max, device=prompts.device)
-    p_mask = cols.unsqueeze(0) >= (p_max - prompt_len).unsqueeze(1)
-    r_mask = torch.arange(r_max, device=resp.device).unsqueeze(0) < response_len.unsqueeze(1)
-    input_ids = torch.cat([prompts, resp], dim=1)
-    attn = torch.cat([p_mask, r_mask], dim=1).long()
-    pos = (attn.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=input_ids, attention_mask=attn, position_ids=pos, use_cache=False)
-    # Logits at position t predict token t+1: the response starts at column p_max.
-    logits = out.logits[:, p_max - 1: p_max - 1 + r_max, :].float() / float(temperature)
-    logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, resp.unsqueeze(-1)).squeeze(-1) * r_mask
-    ent = None
-    if with_entropy:
-        ent = -(logp_all.exp() * logp_all).sum(-1) * r_mask
-    if r_max < r_w:  # pad back to the batch's response width
-        pad = torch.zeros(b, r_w - r_max, device=logp.device, dtype=logp.dtype)
-        logp = torch.cat([logp, pad], dim=1)
-        ent = torch.cat([ent, pad], dim=1) if ent is not None else None
-    return logp, ent
 
 
 class LLMRLModule(TorchRLModule):

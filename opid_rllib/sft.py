@@ -16,10 +16,9 @@ skill), or "At this point, <demonstrated command>." as a critical-step skill.
 
 Training: loss on response tokens only (token mean over each optimizer batch), AdamW with linear
 warm-up and cosine decay, length-bucketed batches split into micro-batches by a padded-token
-budget. The log-probs use the RL learner's layout (`rl_module.pack`: left-padded prompts,
+budget. The log-probs use the RL learner's own functions (`token_logprobs.pack`: left-padded prompts,
 right-padded responses, position ids from the attention mask); only the logits of response
-positions are computed (`logits_to_keep`). `pack` is mirrored here so that `opid-sft` does not
-import Ray; tests check both against `rl_module.pack` / `rl_module.response_logprobs`.
+positions are computed (`logits_to_keep`); that module is Ray-free, so `opid-sft` does not import Ray.
 """
 
 from __future__ import annotations
@@ -33,6 +32,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
+
+from opid_rllib.token_logprobs import pack, response_logprobs
 
 from opid_rllib.prompts.projection import _CJK
 from opid_rllib.prompts import build_prompt, canonical_env_name, chat_prompt, insert_skills, project_action, truncate_left
@@ -365,48 +366,6 @@ def micro_batches(idx: list[int], lengths: Sequence[int], max_tokens: int) -> li
     return out
 
 
-def pack(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int) -> dict:
-    """rl_module.pack without importing Ray (tests assert the two agree): left-padded prompts,
-    right-padded responses, plus their lengths."""
-    n = len(prompt_ids)
-    p_w = max([len(p) for p in prompt_ids] + [1])
-    r_w = max([len(r) for r in response_ids] + [1])
-    prompts = np.full((n, p_w), pad_id, dtype=np.int64)
-    responses = np.full((n, r_w), pad_id, dtype=np.int64)
-    for i, (p, r) in enumerate(zip(prompt_ids, response_ids)):
-        if len(p):
-            prompts[i, p_w - len(p):] = p
-        if len(r):
-            responses[i, : len(r)] = r
-    return {"prompt_ids": prompts, "prompt_len": np.array([len(p) for p in prompt_ids], np.int64),
-            "response_ids": responses, "response_len": np.array([len(r) for r in response_ids], np.int64)}
-
-
-def sft_logprobs(model, prompt_ids, prompt_len, response_ids, response_len):
-    """log pi(y_l | x, y_<l) per response token as [B, R] (0 beyond response_len).
-
-    Same layout and numbers as rl_module.response_logprobs (temperature 1), but only the logits of
-    the response positions are materialised (`logits_to_keep`), which saves the lm-head work on
-    long prompts.
-    """
-    import torch
-
-    p_w = prompt_ids.shape[1]
-    p_max = max(int(prompt_len.max()), 1)
-    r_max = max(int(response_len.max()), 1)
-    prompts = prompt_ids[:, p_w - p_max:]
-    resp = response_ids[:, :r_max]
-    p_mask = torch.arange(p_max).unsqueeze(0) >= (p_max - prompt_len).unsqueeze(1)
-    r_mask = torch.arange(r_max).unsqueeze(0) < response_len.unsqueeze(1)
-    attn = torch.cat([p_mask, r_mask], dim=1).long()
-    pos = (attn.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=torch.cat([prompts, resp], dim=1), attention_mask=attn, position_ids=pos,
-                use_cache=False, logits_to_keep=r_max + 1)
-    logits = out.logits[:, :r_max, :].float()  # position p_max-1+l predicts response token l
-    logp = torch.log_softmax(logits, dim=-1).gather(-1, resp.unsqueeze(-1)).squeeze(-1)
-    return logp * r_mask
-
-
 def demo_loss(model, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int,
               micro_batch_size: int = 8) -> float:
     """Token-mean negative log-likelihood of the responses (no grad): the SFT loss without an update."""
@@ -420,7 +379,7 @@ def demo_loss(model, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence
             for s in range(0, len(prompt_ids), micro_batch_size):
                 b = {k: torch.as_tensor(v) for k, v in pack(prompt_ids[s:s + micro_batch_size],
                                                              response_ids[s:s + micro_batch_size], pad_id).items()}
-                logp = sft_logprobs(model, b["prompt_ids"], b["prompt_len"], b["response_ids"], b["response_len"])
+                logp = response_logprobs(model, b["prompt_ids"], b["prompt_len"], b["response_ids"], b["response_len"])[0]
                 total += float(-logp.sum())
                 n += int(b["response_len"].sum())
     finally:
@@ -508,7 +467,7 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
             for mb in micro_batches(batch, lengths, int(max_tokens_per_micro)):
                 b = {k: torch.as_tensor(v) for k, v in pack([prompts[i] for i in mb], [responses[i] for i in mb],
                                                              pad_id).items()}
-                logp = sft_logprobs(model, b["prompt_ids"], b["prompt_len"], b["response_ids"], b["response_len"])
+                logp = response_logprobs(model, b["prompt_ids"], b["prompt_len"], b["response_ids"], b["response_len"])[0]
                 nll = -logp.sum()
                 (nll / n_tok).backward()
                 ep_loss_sum += float(nll.detach())

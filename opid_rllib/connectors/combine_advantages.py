@@ -9,7 +9,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 
 from opid_rllib.advantages import combine_advantages, teacher_delta
 from opid_rllib.connectors.common import SAMPLES, log, policy_module
-from opid_rllib.rl_module import pack
+from opid_rllib.token_logprobs import pack
 
 
 def _pad_rows(rows, width, n):
