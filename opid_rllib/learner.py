@@ -24,10 +24,11 @@ class OPIDTorchLearner(TorchLearner):
     def build(self) -> None:
         super().build()
         self._ref_model = None
+        mc = self.config.model_config  # resolved once: reading it resolves the model path
+        self._temperature = float(mc.get("temperature", 1.0))
         if self.config.kl_coeff > 0:
             from transformers import AutoModelForCausalLM
 
-            mc = self.config.model_config
             self._ref_model = AutoModelForCausalLM.from_pretrained(
                 mc["model_path"], dtype=DTYPES[mc.get("dtype", "float32")])
             self._ref_model.eval().requires_grad_(False)
@@ -51,7 +52,7 @@ class OPIDTorchLearner(TorchLearner):
             with torch.no_grad():
                 ref_logp, _ = response_logprobs(self._ref_model, batch["prompt_ids"], batch["prompt_len"],
                                                 batch["response_ids"], batch["response_len"],
-                                                temperature=cfg.model_config.get("temperature", 1.0))
+                                                temperature=self._temperature)
         return ppo_token_loss(
             fwd_out["logp"], batch["old_logp"], batch["advantages"], batch["response_mask"],
             entropy=fwd_out["entropy"], ref_logp=ref_logp, teacher_delta=batch.get("teacher_delta"),
