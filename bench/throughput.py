@@ -7,14 +7,18 @@ Three tables, all measured in one process on the same machine state:
 1. Per-phase breakdown of one OPID iteration vs one GRPO iteration (rollout, analyzer wait,
    re-score, learner update, weight sync). Both algorithms are built once, one warm-up
    iteration each, then `--iters` measured iterations alternating GRPO, OPID, ...; medians.
-   Phase keys come from `phases()` in bench/opid_vs_grpo_speed.py.
+   Row names and the old log-probs / re-score figures come from `phases()` in
+   bench/opid_vs_grpo_speed.py; rollout, generate, analysis wait, update and weight sync are
+   wall-clock probes around the calls `OPID.training_step` makes, because RLlib's result
+   TIMERS are EMA-smoothed and would mostly report the warm-up iteration (see `instrument`).
 2. Training tokens/s of the real learner update (`OPIDTorchLearner._uncompiled_update` on the
    batch the learner connector pipeline builds from freshly sampled episodes) vs a plain
    PyTorch loop doing the same work on the same tensors: same model class and a copy of the
    weights, same micro-batch size, `response_logprobs` forward (with entropy), KL reference
    forward (no grad, included in BOTH), `ppo_token_loss`, backward, global-norm grad clip,
    AdamW step. No RLlib in the plain loop. Tokens = prompt + response tokens (non-pad) of the
-   batch per update. Overhead ratio = plain tokens/s / ours tokens/s (goal <= 1.2).
+   batch per update (the first --learner-samples rows of the pipeline batch, to bound run time).
+   Overhead ratio = plain tokens/s / ours tokens/s (goal <= 1.2).
 3. OPID iteration time vs group size (tasks fixed) and vs max steps: one warm-up then the
    median of `--iters` iterations per point. The base point (default group size and max steps)
    reuses table 1's OPID iterations (same config) instead of building the algorithm again.
@@ -143,6 +147,8 @@ def table_phases(args, algos) -> dict:
         g, o = meds["grpo"][key], meds["opid"][key]
         ratio = f"{o / g:.2f}" if g == g and g > 1e-3 else "-"
         print(f"{label:<20}{g:>10.2f}{o:>10.2f}{ratio:>11}")
+    g, o = meds["grpo"].get("steps", float("nan")), meds["opid"].get("steps", float("nan"))
+    print(f"{'env steps (count)':<20}{g:>10.0f}{o:>10.0f}{o / g if g else float('nan'):>11.2f}")
     return {"rows": rows, "medians": meds}
 
 
@@ -253,7 +259,9 @@ def table_learner(args, algo) -> dict:
 
 
 # ---- table 3 ---------------------------------------------------------------------------
-def table_scaling(args, base_iters: list[float], t_start: float) -> dict:
+def table_scaling(args, base_rows: list[dict], t_start: float) -> dict:
+    base_iters = [r["iteration"] for r in base_rows]
+    args_t1 = bool(base_rows)
     points = [("group_size", g, dict(group_size=g)) for g in args.group_sizes] + \
              [("max_steps", s, dict(max_steps=s)) for s in args.max_steps_list]
     # Cheapest points first (group size x max steps relative to the base), so both axes get their
@@ -273,31 +281,37 @@ def table_scaling(args, base_iters: list[float], t_start: float) -> dict:
             out.append({"axis": axis, "value": value, "iters_s": [], "median_s": float("nan"), "skipped": True})
             continue
         if is_base and base_iters:
-            its, steps = list(base_iters), None
-            print(f"  [t3] {axis}={value}: base point, reusing table 1 OPID iterations", flush=True)
+            its, steps = list(base_iters), [r.get("steps", float("nan")) for r in base_rows]
+            print(f"  [t3] {axis}={value}: base point, reusing {'table 1 OPID' if args_t1 else 'the measured base'} "
+                  f"iterations", flush=True)
         else:
             algo = build(args, "opid", **kw)
-            its = []
+            its, steps = [], []
             for it in range(args.iters + 1):
                 ph = timed_train(algo)
                 if it > 0:
                     its.append(ph["iteration"])
+                    steps.append(ph.get("steps", float("nan")))
                 print(f"  [t3] {axis}={value} iter {it}{' (warm-up)' if it == 0 else ''}: "
-                      f"{ph['iteration']:.1f}s", flush=True)
+                      f"{ph['iteration']:.1f}s, {ph.get('steps', 0):.0f} env steps", flush=True)
             algo.stop()
-        out.append({"axis": axis, "value": value, "iters_s": its, "median_s": med(its)})
+            if is_base:  # measured once (no table 1 in this run): the other axis reuses it
+                base_rows = [{"iteration": t, "steps": n} for t, n in zip(its, steps)]
+                base_iters = list(its)
+        out.append({"axis": axis, "value": value, "iters_s": its, "median_s": med(its), "steps": steps,
+                    "median_steps": med(steps), "median_s_per_step": med([t / n for t, n in zip(its, steps) if n])})
     print(f"\nTable 3: OPID iteration seconds, median of {args.iters} after 1 warm-up "
           f"({args.tasks_per_iter} tasks; group_size={args.group_size} / max_steps={args.max_steps} when not varied)")
     for axis in ("group_size", "max_steps"):
         rows = sorted((r for r in out if r["axis"] == axis), key=lambda r: r["value"])
         first = next((r["median_s"] for r in rows if r["median_s"] == r["median_s"]), float("nan"))
-        print(f"{axis:<12}{'iter s':>10}{'x first':>10}{'x value':>10}")
+        print(f"{axis:<12}{'iter s':>10}{'x first':>10}{'x value':>10}{'env steps':>11}{'s/step':>9}")
         for r in rows:
             if r.get("skipped"):
                 print(f"{r['value']:<12}{'skipped (time budget)':>30}")
                 continue
             print(f"{r['value']:<12}{r['median_s']:>10.2f}{r['median_s'] / first:>10.2f}"
-                  f"{r['value'] / rows[0]['value']:>10.2f}")
+                  f"{r['value'] / rows[0]['value']:>10.2f}{r['median_steps']:>11.0f}{r['median_s_per_step']:>9.2f}")
     return {"points": out}
 
 
@@ -323,7 +337,7 @@ def main(argv=None) -> int:
 
     t_start = time.perf_counter()
     report: dict = {"args": vars(args)}
-    base_iters: list[float] = []
+    base_rows: list[dict] = []
     algos = {}
     if "1" in args.tables:
         algos = {"grpo": build(args, "grpo"), "opid": build(args, "opid")}
@@ -331,13 +345,13 @@ def main(argv=None) -> int:
         algos = {"opid": build(args, "opid")}
     if "1" in args.tables:
         report["phases"] = table_phases(args, algos)
-        base_iters = [r["iteration"] for r in report["phases"]["rows"]["opid"]]
+        base_rows = report["phases"]["rows"]["opid"]
     if "2" in args.tables:
         report["learner"] = table_learner(args, algos["opid"])
     for a in algos.values():
         a.stop()
     if "3" in args.tables:
-        report["scaling"] = table_scaling(args, base_iters, t_start)
+        report["scaling"] = table_scaling(args, base_rows, t_start)
     report["total_s"] = time.perf_counter() - t_start
     print(f"\ntotal wall time {report['total_s']:.0f}s")
     if args.json:
