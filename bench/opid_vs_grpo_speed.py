@@ -6,6 +6,10 @@ Both algorithms are built once; iterations alternate (GRPO, OPID, GRPO, OPID, ..
 noise hits both alike. Reports medians per phase and the OPID/GRPO ratio (goal <= 1.15: the
 analyzer overlaps the rollout; the only extra work is one no-grad forward over routed steps).
 The first iteration of each is a warm-up and is dropped.
+
+Caveat: "iteration" is wall time measured here, and the old-log-prob / re-score rows are logged per
+iteration; the rollout / learner update / weight sync rows are RLlib's smoothed timers (they lag and
+carry the warm-up). bench/throughput.py times every phase directly.
 """
 
 from __future__ import annotations
