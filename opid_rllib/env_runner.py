@@ -218,7 +218,7 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         if not (term or trunc) and len(sl["history"]) + 1 >= s["max_steps"]:
             trunc = True  # runner-side cap, in case env_config did not set max_steps
         n_max = s["max_new_tokens"]
-        resp = np.full(n_max, module_pad(self.module), dtype=np.int64)
+        resp = np.full(n_max, int(self.module.pad_id), dtype=np.int64)
         logp = np.zeros(n_max, dtype=np.float32)
         n = min(len(gen.token_ids), n_max)
         resp[:n] = gen.token_ids[:n]
@@ -271,10 +271,3 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
             for k in ("calls", "errors", "total_latency_s"):
                 m.log_value(("analyzer", k), now[k] - self._analyzer_last.get(k, 0), reduce="sum")
             self._analyzer_last = now
-
-    def get_metrics(self):
-        return self.metrics.reduce()
-
-
-def module_pad(module) -> int:
-    return int(module.pad_id)
