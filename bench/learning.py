@@ -1,23 +1,72 @@
-"""Learning benchmark: GRPO vs OPID (and ablations) from the same warm-started base, several seeds.
+"""Learning benchmark: GRPO vs OPID (and ablations) from one warm-started base, several seeds.
 
-    python bench/learning.py --base tiny --presets grpo,opid --seeds 0,1,2 --iters 10 \
-        --eval-panel alfworld/valid_unseen@v1 --eval-episodes 126 --out runs/learning
+    python bench/learning.py --out runs/learning            # defaults: grpo,opid x seeds 0,1,2
 
-`--base tiny` first warm-starts the tiny model with opid-sft (same SFT for every run); `--base PATH`
-uses an existing HF folder (e.g. an SFT'd model or smollm2-135m). Every (preset, seed) run trains with
-the same budget, then its policy is evaluated on the fixed panel with no analyzer and no skills (the
-deployment setting). Prints the paper's table (Pick, Look, Clean, Heat, Cool, Pick2, Avg, All) as
-mean +- std over seeds, success-vs-iteration curves, and the Delta log-prob statistics that tell
-whether the base model reacts to skills at all. Everything is written to --out/learning.json.
+`--base tiny` warm-starts the tiny model with opid-sft first (one SFT shared by every run, cached in
+--out/sft_base); `--base PATH` takes an existing HF folder (an SFT'd model, smollm2-135m, ...).
+Every (variant, seed) run trains with the same budget (iterations x tasks x group), then its policy
+plays the fixed `valid_unseen` panel with no analyzer and no skills (the deployment setting). The
+base model plays the same panel once per seed, so every row can be read against the start.
+
+Variants are presets with optional overrides: `opid`, `grpo`, `no_episode_skill`, `additive`,
+`opid:w=0.1` (both skill weights 0.1), `opid:w_ep=0.01+w_step=0.1+lr=3e-4`,
+`opid:w=0.1+normalize_teacher_adv=true` (any OPIDConfig setting; `+` joins overrides, `,` variants).
+
+Printed and written to --out: the paper-format table (Pick, Look, Clean, Heat, Cool, Pick2, Avg, All)
+as mean +- std over seeds, paired OPID-minus-GRPO differences per seed, training success vs iteration,
+the Delta log-prob statistics (does the base react to skills at all, and how big is the teacher term
+next to the outcome advantage), `learning.json` and `learning.png` (curves + unseen bars). Each
+finished run is saved to --out/runs/ first, so an interrupted benchmark resumes where it stopped, and
+`--shard 0/2` + `--shard 1/2` in two processes (1 torch thread each) split the runs; a last call without
+--shard then only reads the cache and prints the report.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import time
+
+SHORTHANDS = {"w": ("episode_skill_adv_weight", "step_skill_adv_weight"), "w_ep": ("episode_skill_adv_weight",),
+              "w_step": ("step_skill_adv_weight",)}
+# Per-iteration learner metrics kept for the Delta / advantage-scale analysis (learners/opid/...).
+KEPT = ("delta_ep", "delta_step", "adv", "routed_episode_ratio", "routed_step_ratio", "analysis_failed_trajectories",
+        "analysis_trajectories")
+
+
+def parse_variant(spec: str) -> tuple[str, dict]:
+    """'opid:w=0.1+lr=3e-4' -> ('opid', {episode_skill_adv_weight: 0.1, step_skill_adv_weight: 0.1, lr: 3e-4})."""
+    from opid_rllib.presets import PRESETS
+
+    name, _, rest = spec.partition(":")
+    if name not in PRESETS:
+        raise SystemExit(f"--variants: {name!r} is not a preset; choose from {sorted(PRESETS)}")
+    over: dict = {}
+    for item in filter(None, rest.split("+")):
+        key, eq, val = item.partition("=")
+        if not eq:
+            raise SystemExit(f"--variants: {item!r} in {spec!r} must be key=value")
+        if val.lower() in ("true", "false"):
+            value = val.lower() == "true"
+        else:
+            try:
+                value = int(val) if val.lstrip("-").isdigit() else float(val)
+            except ValueError:
+                raise SystemExit(f"--variants: {item!r}: value must be a number or true/false") from None
+        for k in SHORTHANDS.get(key, (key,)):
+            over[k] = value
+    return name, over
+
+
+def sizes(args) -> dict:
+    from opid_rllib.presets import CPU_TINY
+
+    return dict(CPU_TINY, max_steps=args.max_steps, history_length=args.history_length,
+                tasks_per_iter=args.tasks_per_iter, group_size=args.group_size, max_prompt_len=args.max_prompt_len,
+                max_new_tokens=args.max_new_tokens, lr=args.lr)
 
 
 def warm_start(args) -> str:
@@ -28,89 +77,265 @@ def warm_start(args) -> str:
 
     out = os.path.join(args.out, "sft_base")
     if os.path.exists(os.path.join(out, "config.json")):
+        print(f"[learning] reusing warm start {out}", flush=True)
         return out
+    t0 = time.time()
     demos = collect_demonstrations("alfworld", split="train", num_tasks=args.sft_tasks, history_length=args.history_length,
                                    max_steps=30, seed=0)
     train_sft(resolve_model("tiny"), demos, out, epochs=args.sft_epochs, lr=3e-3, batch_size=4,
-              max_prompt_len=args.max_prompt_len, seed=0)
+              max_prompt_len=args.max_prompt_len, seed=0, time_budget_s=args.sft_budget_s, log_every=200)
+    print(f"[learning] warm start: {len(demos)} demos, {time.time() - t0:.0f}s", flush=True)
     return out
 
 
-def train_and_eval(base: str, preset: str, seed: int, args) -> dict:
-    from opid_rllib.algorithm import OPIDConfig
+def evaluate_policy(path: str, seed: int, args) -> dict:
     from opid_rllib.evaluation import evaluate
-    from opid_rllib.presets import CPU_TINY, apply_preset
 
+    ev = evaluate(panel=args.eval_panel, episodes=args.eval_episodes, seed=seed, progress=False,
+                  temperature=args.eval_temperature, llm_model=path, max_steps=args.eval_max_steps,
+                  history_length=args.history_length, max_new_tokens=args.max_new_tokens,
+                  max_prompt_len=args.max_prompt_len)
+    return ev["table"]
+
+
+def iteration_record(r: dict) -> dict:
+    lo = r.get("learners", {}).get("opid", {})
+    rec = {"train_success": float(r.get("opid", {}).get("success_rate", float("nan")))}
+    for k in KEPT:
+        if k in lo:
+            rec[k] = lo[k]
+    return rec
+
+
+def train_and_eval(base: str, spec: str, seed: int, args) -> dict:
+    from opid_rllib.algorithm import OPIDConfig
+    from opid_rllib.presets import apply_preset
+
+    name, over = parse_variant(spec)
+    run_dir = run_dir_of(args, spec, seed)
     cfg = OPIDConfig().environment("alfworld", env_config={"split": "train", "max_steps": args.max_steps})
-    cfg = apply_preset(cfg, "opid", **dict(CPU_TINY, llm_model=base, max_steps=args.max_steps,
-                                            history_length=args.history_length, tasks_per_iter=args.tasks_per_iter,
-                                            group_size=args.group_size, max_prompt_len=args.max_prompt_len))
-    cfg = apply_preset(cfg, preset).debugging(seed=seed)
-    cfg.analyzer_settings(run_dir=os.path.join(args.out, f"{preset}-s{seed}"))
+    cfg = apply_preset(cfg, "opid", **dict(sizes(args), llm_model=base))
+    cfg = apply_preset(cfg, name, **over).debugging(seed=seed)
+    cfg.analyzer_settings(run_dir=run_dir)
     algo = cfg.build_algo()
-    curve, deltas = [], []
+    iters = []
     t0 = time.time()
-    for _ in range(args.iters):
-        r = algo.train()
-        curve.append(float(r.get("opid", {}).get("success_rate", float("nan"))))
-        lo = r.get("learners", {}).get("opid", {})
-        deltas.append({k: lo.get(k, {}).get("token_mean") for k in ("delta_ep", "delta_step")})
-    policy = os.path.join(args.out, f"{preset}-s{seed}", "policy")
+    # result.json + TensorBoard events + skill dumps: `opid-report RUN_DIR` and TensorBoard read the run.
+    from tensorboardX import SummaryWriter
+
+    from opid_rllib.cli.train import _jsonable, _write_tensorboard
+
+    os.makedirs(run_dir, exist_ok=True)
+    writer = SummaryWriter(run_dir)
+    with open(os.path.join(run_dir, "result.json"), "w") as results:
+        for i in range(args.iters):
+            r = algo.train()
+            results.write(json.dumps(_jsonable(r)) + "\n")
+            _write_tensorboard(writer, r, i + 1)
+            iters.append(dict(iteration_record(r), seconds=time.time() - t0))
+            print(f"  [{spec} s{seed}] iter {i + 1}/{args.iters}: train success {iters[-1]['train_success']:.2f} "
+                  f"({iters[-1]['seconds']:.0f}s)", flush=True)
+    writer.close()
+    policy = os.path.join(run_dir, "policy")
     module = algo.learner_group._learner.module["default_policy"].unwrapped()
     module.model.save_pretrained(policy)
     module.tokenizer.save_pretrained(policy)
     train_s = time.time() - t0
     algo.stop()
-    ev = evaluate(panel=args.eval_panel, episodes=args.eval_episodes, seed=seed, progress=False,
-                  temperature=args.eval_temperature, llm_model=policy, max_steps=args.max_steps,
-                  history_length=args.history_length, max_new_tokens=CPU_TINY["max_new_tokens"])
-    return {"preset": preset, "seed": seed, "curve": curve, "deltas": deltas, "train_s": train_s,
-            "table": ev["table"]}
+    t1 = time.time()
+    table = evaluate_policy(policy, seed, args)
+    return {"variant": spec, "seed": seed, "iters": iters, "train_s": train_s, "eval_s": time.time() - t1,
+            "table": table}
 
 
-def report(runs: list[dict]) -> str:
-    cols = runs[0]["table"]["columns"]
-    lines = [f"{'preset':<18}" + "".join(f"{c:>14}" for c in cols)]
-    for preset in dict.fromkeys(r["preset"] for r in runs):
-        rs = [r for r in runs if r["preset"] == preset]
-        cells = []
-        for c in cols:
-            v = [r["table"]["success_pct"][c] for r in rs if r["table"]["success_pct"][c] is not None]
-            cells.append("-" if not v else f"{statistics.mean(v):.1f}+-{statistics.pstdev(v):.1f}")
-        lines.append(f"{preset:<18}" + "".join(f"{c:>14}" for c in cells))
+def cached(path: str, fn):
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    out = fn()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1, default=float)
+    return out
+
+
+def mean_std(v: list[float]) -> str:
+    return "-" if not v else f"{statistics.mean(v):.1f}+-{statistics.pstdev(v):.1f}"
+
+
+def table_text(rows: dict[str, list[dict]]) -> str:
+    cols = next(iter(rows.values()))[0]["columns"]
+    lines = [f"{'variant':<22}" + "".join(f"{c:>12}" for c in cols)]
+    for label, tables in rows.items():
+        cells = [mean_std([t["success_pct"][c] for t in tables if t["success_pct"][c] is not None]) for c in cols]
+        lines.append(f"{label:<22}" + "".join(f"{c:>12}" for c in cells))
     return "\n".join(lines)
+
+
+def paired_text(runs: list[dict], baseline: str) -> str:
+    """Per-seed difference (variant - baseline) on All: the comparison the claim is about."""
+    by = {(r["variant"], r["seed"]): r["table"]["success_pct"]["All"] for r in runs}
+    lines = []
+    for v in dict.fromkeys(r["variant"] for r in runs):
+        if v == baseline:
+            continue
+        d = [by[(v, s)] - by[(baseline, s)] for (vv, s) in by if vv == v and (baseline, s) in by]
+        if d:
+            lines.append(f"{v} - {baseline} (All, per seed): {', '.join(f'{x:+.1f}' for x in d)}; mean {statistics.mean(d):+.1f}")
+    return "\n".join(lines)
+
+
+def run_dir_of(args, variant: str, seed: int) -> str:
+    return os.path.join(args.out, "runs", f"{variant.replace(':', '_').replace('+', '_')}-s{seed}")
+
+
+def zero_signal_fraction(run_dir: str) -> float | None:
+    """Share of rollout groups whose copies all won or all lost: GRPO's outcome advantage is exactly 0
+    there, so only OPID's skill term can move those samples. Read from the run's skill dumps."""
+    import glob
+
+    same = total = 0
+    for path in glob.glob(os.path.join(run_dir, "opid_skills", "iter_*.jsonl")):
+        groups: dict[str, set] = {}
+        with open(path) as f:
+            for line in f:
+                rec = json.loads(line)
+                groups.setdefault(rec["traj_id"].rsplit("/", 1)[0], set()).add(bool(rec["won"]))
+        same += sum(len(w) == 1 for w in groups.values())
+        total += len(groups)
+    return same / total if total else None
+
+
+def delta_text(runs: list[dict]) -> str:
+    """Median over iterations and seeds of the Delta statistics and advantage scales, per variant.
+
+    Delta = log pi_old(y | skill prompt) - log pi_old(y | prompt) per response token of the routed steps;
+    |A_out|, |A_ep|, |A_step| = mean absolute outcome / weighted episode-skill / weighted step-skill
+    advantage per response token (all tokens of the batch)."""
+    keys = [("dEp mean", "delta_ep", "token_mean"), ("dEp |.|", "delta_ep", "token_abs_mean"),
+            ("dEp >0", "delta_ep", "token_pos_frac"), ("dStep mean", "delta_step", "token_mean"),
+            ("dStep |.|", "delta_step", "token_abs_mean"), ("dStep >0", "delta_step", "token_pos_frac"),
+            ("|A_out|", "adv", "outcome_abs_mean"), ("|A_ep|", "adv", "episode_teacher_abs_mean"),
+            ("|A_step|", "adv", "step_teacher_abs_mean")]
+    lines = ["variant".ljust(22) + "".join(label.rjust(11) for label, _, _ in keys)]
+    for v in dict.fromkeys(r["variant"] for r in runs):
+        cells = []
+        for _, a, b in keys:
+            xs = [it[a][b] for r in runs if r["variant"] == v for it in r["iters"] if isinstance(it.get(a), dict)
+                  and b in it[a] and it[a][b] == it[a][b]]
+            cells.append(f"{statistics.median(xs):.3g}" if xs else "-")
+        lines.append(v.ljust(22) + "".join(c.rjust(11) for c in cells))
+    return "\n".join(lines)
+
+
+def plot(runs: list[dict], base_tables: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    variants = list(dict.fromkeys(r["variant"] for r in runs))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for v in variants:
+        curves = np.array([[it["train_success"] for it in r["iters"]] for r in runs if r["variant"] == v], float)
+        x = np.arange(1, curves.shape[1] + 1)
+        m, s = np.nanmean(curves, 0), np.nanstd(curves, 0)
+        ax1.plot(x, 100 * m, marker="o", label=v)
+        ax1.fill_between(x, 100 * (m - s), 100 * (m + s), alpha=0.2)
+    ax1.set_xlabel("iteration")
+    ax1.set_ylabel("training-rollout success % (mean +- std over seeds)")
+    ax1.set_title("success vs iteration (train tasks, with exploration)")
+    ax1.legend()
+    labels = ["base"] + variants
+    vals = [[t["success_pct"]["All"] for t in base_tables]] + [
+        [r["table"]["success_pct"]["All"] for r in runs if r["variant"] == v] for v in variants]
+    ax2.bar(labels, [np.mean(x) for x in vals], yerr=[np.std(x) for x in vals], capsize=4,
+            color=["grey"] + [f"C{i}" for i in range(len(variants))])
+    for i, x in enumerate(vals):
+        ax2.scatter([i] * len(x), x, color="k", s=10, zorder=3)
+    ax2.set_ylabel("valid_unseen success % (no skills)")
+    ax2.set_title("held-out panel after training")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base", default="tiny")
-    p.add_argument("--presets", default="grpo,opid")
+    p.add_argument("--variants", "--presets", dest="variants", default="grpo,opid")
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--iters", type=int, default=8)
     p.add_argument("--tasks-per-iter", type=int, default=4)
     p.add_argument("--group-size", type=int, default=4)
-    p.add_argument("--max-steps", type=int, default=12)
+    p.add_argument("--max-steps", type=int, default=20, help="training episode cap (expert needs ~12 on average)")
+    p.add_argument("--eval-max-steps", type=int, default=30)
     p.add_argument("--history-length", type=int, default=2)
     p.add_argument("--max-prompt-len", type=int, default=1024)
-    p.add_argument("--sft-tasks", type=int, default=120)
-    p.add_argument("--sft-epochs", type=int, default=2)
+    p.add_argument("--max-new-tokens", type=int, default=48, help="the SFT'd tiny model answers in ~28 tokens")
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--sft-tasks", type=int, default=330)
+    p.add_argument("--sft-epochs", type=int, default=3)
+    p.add_argument("--sft-budget-s", type=float, default=900.0)
     p.add_argument("--eval-panel", default="alfworld/valid_unseen@v1")
     p.add_argument("--eval-episodes", type=int, default=None)
     p.add_argument("--eval-temperature", type=float, default=0.4)
+    p.add_argument("--torch-threads", type=int, default=2)
+    p.add_argument("--shard", default=None, help="i/n: run only every n-th job starting at i (no report)")
     p.add_argument("--out", default="runs/learning")
     args = p.parse_args(argv)
+    variants = args.variants.split(",")
+    for v in variants:
+        parse_variant(v)
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
     os.makedirs(args.out, exist_ok=True)
+    t_start = time.time()
     base = warm_start(args)
-    runs = []
-    for seed in [int(s) for s in args.seeds.split(",")]:
-        for preset in args.presets.split(","):
-            runs.append(train_and_eval(base, preset, seed, args))
-            print(f"{preset} seed {seed}: curve {runs[-1]['curve']} eval All "
-                  f"{runs[-1]['table']['success_pct']['All']} ({runs[-1]['train_s']:.0f}s)", flush=True)
-    print("\nunseen-panel success % (mean +- std over seeds; no skills at evaluation)")
-    print(report(runs))
+    seeds = [int(s) for s in args.seeds.split(",")]
+    jobs = [(os.path.join(args.out, "runs", f"base-s{s}.json"), lambda s=s: evaluate_policy(base, s, args))
+            for s in seeds]
+    jobs += [(run_dir_of(args, v, seed) + ".json",
+              lambda v=v, seed=seed: train_and_eval(base, v, seed, args)) for seed in seeds for v in variants]
+    if args.shard:
+        i, n = (int(x) for x in args.shard.split("/"))
+        for path, fn in jobs[i::n]:
+            r = cached(path, fn)
+            if "variant" in r:
+                print(f"{r['variant']} seed {r['seed']}: train success {[round(i['train_success'], 2) for i in r['iters']]} "
+                      f"unseen All {r['table']['success_pct']['All']:.1f} (train {r['train_s']:.0f}s, eval {r['eval_s']:.0f}s)",
+                      flush=True)
+        print(f"[learning] shard {args.shard} done in {time.time() - t_start:.0f}s")
+        return 0
+    done = [cached(path, fn) for path, fn in jobs]
+    base_tables, runs = done[:len(seeds)], done[len(seeds):]
+    print(f"[learning] base on {args.eval_panel}: All {[t['success_pct']['All'] for t in base_tables]}", flush=True)
+    total = time.time() - t_start
+    rows = {"base (no RL)": base_tables}
+    for v in variants:
+        rows[v] = [r["table"] for r in runs if r["variant"] == v]
+    n_eval = base_tables[0].get("episodes", args.eval_episodes)
+    print(f"\n{args.eval_panel} success % (mean +- std over seeds {seeds}; no skills at evaluation; "
+          f"{args.iters} iterations x {args.tasks_per_iter} tasks x {args.group_size} copies per run)")
+    print(table_text(rows))
+    if "grpo" in variants:
+        print(paired_text(runs, "grpo"))
+    print("\nDelta log-prob and advantage scale (median over iterations and seeds):")
+    print(delta_text(runs))
+    for v in variants:
+        z = [zero_signal_fraction(run_dir_of(args, v, s)) for s in seeds]
+        z = [x for x in z if x is not None]
+        if z:
+            print(f"{v}: {100 * statistics.mean(z):.0f} % of rollout groups had no outcome signal (all copies won or all lost)")
+    print(f"\ntotal wall time {total:.0f}s")
+    plot(runs, base_tables, os.path.join(args.out, "learning.png"))
     with open(os.path.join(args.out, "learning.json"), "w") as f:
-        json.dump({"args": vars(args), "base": base, "runs": runs}, f, indent=1)
+        json.dump({"args": vars(args), "base": base, "base_tables": base_tables, "runs": runs, "total_s": total,
+                   "eval_episodes": n_eval}, f, indent=1, default=float)
+    print(f"wrote {args.out}/learning.json and {args.out}/learning.png")
     return 0
 
 

@@ -55,7 +55,12 @@ class CombineAdvantages(ConnectorV2):
             if q.any():
                 d = deltas[key][q]
                 m = mask[q]
-                log(metrics, f"delta_{key}/token_mean", float((d * m).sum() / max(m.sum(), 1)))
+                # Does the policy react to the skill at all? Mean, spread and sign of the per-token shift.
+                tok = d[m > 0]
+                log(metrics, f"delta_{key}/token_mean", float(tok.mean()) if tok.size else 0.0)
+                log(metrics, f"delta_{key}/token_abs_mean", float(np.abs(tok).mean()) if tok.size else 0.0)
+                log(metrics, f"delta_{key}/token_std", float(tok.std()) if tok.size else 0.0)
+                log(metrics, f"delta_{key}/token_pos_frac", float((tok > 0).mean()) if tok.size else 0.0)
                 log(metrics, f"delta_{key}/seq_sum_mean", float((d * m).sum(1).mean()))
         out = {k: torch.as_tensor(v) for k, v in arrays.items()}
         out["old_logp"] = torch.as_tensor(logp_old)

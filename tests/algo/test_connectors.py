@@ -102,3 +102,26 @@ def test_shards_keep_groups_whole(setup):
         for e in shard:
             assert seen.setdefault(e.custom_data["opid"]["group_id"], k) == k
     assert sum(len(s) for s in shards) == len(eps) and all(shards)
+
+
+def test_delta_statistics_are_logged_from_the_batch(setup):
+    """The Delta metrics (does the policy react to skills?) are the routed rows' token shifts."""
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    cfg, episodes, module = setup
+    metrics = MetricsLogger()
+    shared, batch = {}, {}
+    for piece in opid_learner_connectors(cfg):
+        batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
+    t, out = shared[SAMPLES], batch["default_policy"]
+    mask = out["response_mask"].numpy() > 0
+    for key, q, lp in (("ep", t["use_episode"], "logp_ep"), ("step", t["use_step"], "logp_step")):
+        rows = np.flatnonzero(q)
+        tok = np.concatenate([np.asarray(t[lp][i]) - out["old_logp"][i].numpy()[mask[i]] for i in rows])
+        d = {s: metrics.peek(("opid", f"delta_{key}", s)) for s in ("token_mean", "token_abs_mean", "token_std",
+                                                                     "token_pos_frac")}
+        assert tok.size and np.any(tok != 0)
+        np.testing.assert_allclose(d["token_mean"], tok.mean(), atol=1e-5)
+        np.testing.assert_allclose(d["token_abs_mean"], np.abs(tok).mean(), atol=1e-5)
+        np.testing.assert_allclose(d["token_std"], tok.std(), atol=1e-5)
+        np.testing.assert_allclose(d["token_pos_frac"], (tok > 0).mean(), atol=1e-6)
