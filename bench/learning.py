@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import time
@@ -73,7 +72,8 @@ def warm_start(args) -> str:
     if args.base != "tiny":
         return args.base
     from opid_rllib.models import resolve_model
-    from opid_rllib.sft import collect_demonstrations, train_sft
+    from opid_rllib.sft import train_sft
+    from opid_rllib.sft_demos import collect_demonstrations
 
     out = os.path.join(args.out, "sft_base")
     if os.path.exists(os.path.join(out, "config.json")):

@@ -93,7 +93,8 @@ def main(argv=None) -> int:
         torch.set_num_threads(int(args.torch_threads))
 
     from opid_rllib.models import resolve_model
-    from opid_rllib.sft import collect_demonstrations, evaluate_greedy, train_sft
+    from opid_rllib.sft import evaluate_greedy, train_sft
+    from opid_rllib.sft_demos import collect_demonstrations
 
     t_all = time.perf_counter()
     env_name = pick_env(args.env)

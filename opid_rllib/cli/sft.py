@@ -86,7 +86,8 @@ def _check(args) -> dict:
 
 def run(args) -> dict:
     from opid_rllib.models import ModelResolutionError, resolve_model
-    from opid_rllib.sft import STATS_FILE, collect_demonstrations, train_sft
+    from opid_rllib.sft import STATS_FILE, train_sft
+    from opid_rllib.sft_demos import collect_demonstrations
 
     t0 = time.perf_counter()
     env_kwargs = _check(args)

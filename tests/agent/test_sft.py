@@ -16,15 +16,8 @@ import pytest
 import envs
 from opid_rllib.prompts import insert_skills, project_action
 from opid_rllib.prompts.skills import EPISODE_TITLE, STEP_TITLE
-from opid_rllib.sft import (
-    collect_demonstrations,
-    encode_demos,
-    encode_response,
-    expert_response,
-    length_batches,
-    micro_batches,
-    select_task_ids,
-)
+from opid_rllib.sft import encode_demos, encode_response, length_batches, micro_batches
+from opid_rllib.sft_demos import collect_demonstrations, expert_response, select_task_ids
 
 
 def _alfworld_ready() -> bool:

@@ -1,0 +1,296 @@
+"""Expert demonstrations for the behaviour-cloning warm start (`opid-sft`), one `Demo` per expert step.
+
+Why a module of its own: which prompts and responses the policy is cloned on is a separate concern
+from how it is trained (opid_rllib/sft.py). The prompt is the runner's own: `build_prompt(...)` with
+the runner's history of (raw observation, projected action) pairs, step = actions taken, the same
+history_length (GroupedTextEnvRunner._prompt_for); the response is in the format `project_action`
+accepts. A fraction of the episodes carry a *correct* skill, so the warm-started policy reacts to
+skills, which OPID's teacher signal (log-prob change when a skill is inserted) relies on: the
+hindsight analyzer's workflow of the expert's own successful run as the episode skill (the
+demonstrated episode then replays that compressed workflow, so the expert's detours never
+contradict the skill), or "At this point, <demonstrated command>." as a critical-step skill.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from opid_rllib.prompts import build_prompt, canonical_env_name, insert_skills, project_action
+from opid_rllib.prompts.projection import _CJK
+
+
+MAX_THINK_TASK_WORDS = 10
+# Skill modes of a skill-augmented episode and their probabilities.
+SKILL_MODES = (("episode", 0.4), ("step", 0.4), ("both", 0.2))
+STEP_SKILL_PROB = 0.5  # in "step"/"both" mode: chance that a given step gets a step skill
+
+
+@dataclass
+class Demo:
+    """One expert step as an SFT sample: user prompt (as the runner builds it) -> target response."""
+
+    env_name: str
+    task_id: str
+    step: int                    # actions taken before this one (= the runner's `step`)
+    prompt: str                  # user text, skill sections inserted when present
+    response: str                # target response in the projection's format (no EOS)
+    action: str                  # the command sent to the env (project_action(response)[0])
+    base_prompt: str             # the same prompt without skills (what the runner shows)
+    episode_skill: str | None = None
+    step_skill: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---- responses ---------------------------------------------------------------------------------
+_SEARCH_BLOCK = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
+_TAGS = re.compile(r"</?(think|action|search|answer|information)>", re.IGNORECASE)
+
+
+def _clean(text: str) -> str:
+    """One line, no agent tags, angle brackets or CJK characters (the projection rejects those)."""
+    text = _CJK.sub(" ", _TAGS.sub(" ", str(text)))
+    return " ".join(text.replace("<", " ").replace(">", " ").split())
+
+
+def _short_task(task: str, max_words: int = MAX_THINK_TASK_WORDS) -> str:
+    words = _clean(task).rstrip(" .").split()
+    if not words:
+        return "finish the task"
+    return " ".join(words[:max_words]) + (" ..." if len(words) > max_words else "")
+
+
+def searchqa_block(expert_action: str) -> tuple[str, str]:
+    """('search'|'answer', inner text) of a searchqa expert action; plain text counts as an answer."""
+    m = _SEARCH_BLOCK.search(str(expert_action))
+    if m is None:
+        return "answer", " ".join(str(expert_action).split())
+    return m.group(1), " ".join(m.group(2).split())
+
+
+def expert_response(env_name: str, *, task: str, action: str) -> str:
+    """The target response for one expert step: short deterministic reasoning + the command."""
+    env = canonical_env_name(env_name)
+    goal = _short_task(task)
+    if env == "searchqa":
+        kind, inner = searchqa_block(action)
+        if kind == "search":
+            think = f"Question: {goal} ; I still miss facts, next: search for {_clean(inner)}."
+        else:
+            think = f"Question: {goal} ; I have enough information, the answer is {_clean(inner)}."
+        return f"<think>{think}</think>\n<{kind}>{inner}</{kind}>"
+    cmd = " ".join(str(action).split())
+    return f"<think>Goal: {goal} ; next: {_clean(cmd)}.</think>\n<action>{cmd}</action>"
+
+
+def same_action(env_name: str, projected: str, expert: str) -> bool:
+    if canonical_env_name(env_name) == "searchqa":
+        return searchqa_block(projected) == searchqa_block(expert)
+    return " ".join(projected.lower().split()) == " ".join(str(expert).lower().split())
+
+
+def step_skill_text(env_name: str, action: str) -> str:
+    """A correct critical-step skill naming the expert's next command (hindsight analyzer's wording)."""
+    env = canonical_env_name(env_name)
+    a = " ".join(str(action).split())
+    if env == "searchqa":
+        kind, inner = searchqa_block(a)
+        return f"At this point, {'search for' if kind == 'search' else 'answer'} '{inner}'."
+    if re.match(r"^[a-z][a-z ]*\b", a) and "[" not in a and "<" not in a:
+        return f"At this point, {a}."
+    return f"At this point, choose '{a}'."
+
+
+def _trajectory_record(env_name: str, ep: dict[str, Any]):
+    """A won episode as the analyzer's input. Every demonstrated command counts as admissible: the
+    env accepted it and the episode was won, while some envs list templates instead of concrete
+    commands ('search[<your query>]', '<search>...</search>'), which the analyzer would treat as
+    inadmissible detours."""
+    from opid_rllib.analyzer import StepRecord, TrajectoryRecord
+
+    recs = [StepRecord(index=i, observation=s["observation"], response=s["response"], action=s["action"],
+                       action_valid=True, reward=s["reward"],
+                       admissible_actions=list(s["admissible"]) + ([] if s["action"] in s["admissible"] else [s["action"]]),
+                       expert_actions=s["expert_actions"]) for i, s in enumerate(ep["steps"])]
+    return TrajectoryRecord(traj_id=f"{ep['task_id']}/expert", group_id=f"{ep['task_id']}#expert",
+                            task_id=ep["task_id"], task=ep["task"], task_type=ep["task_type"],
+                            env_name=canonical_env_name(env_name), success=True,
+                            episode_reward=float(sum(s["reward"] for s in ep["steps"])), steps=recs,
+                            ground_truth=dict(ep.get("ground_truth") or {}))
+
+
+def skill_workflow(env_name: str, ep: dict[str, Any]) -> tuple[str, list[str]]:
+    """(episode skill, its command list) for a won episode: the hindsight analyzer's success skill
+    (RL-time wording: "To <task>: a, b, then c. Skip the detours: ...") and the compressed command
+    list it is written from (detours such as 'look' or empty cabinets dropped)."""
+    from opid_rllib.analyzer import HindsightAnalyzer
+
+    traj = _trajectory_record(env_name, ep)
+    skills = HindsightAnalyzer().analyze(traj)
+    try:  # the analyzer's own compression, so the replayed commands are the ones the skill names
+        from opid_rllib.analyzer.hindsight import _compress, _step_facts
+
+        flow = [a for _, a in _compress(_step_facts(traj))]
+    except Exception:  # analyzer internals changed: the full run is a correct (uncompressed) workflow
+        flow = []
+    if not skills.ok or not flow:
+        flow = [s["action"] for s in ep["steps"]]
+        return f"To {_short_task(ep['task'], 30)}: " + ", then ".join(flow) + ".", flow
+    return skills.episode_skill, flow
+
+
+# ---- demonstrations ----------------------------------------------------------------------------
+def select_task_ids(all_ids: Sequence[str], num_tasks: int, seed: int | None) -> list[str]:
+    """seed=None: the first num_tasks ids; else a seeded sample (without replacement) of them."""
+    ids = [str(t) for t in all_ids]
+    n = min(int(num_tasks), len(ids))
+    if seed is None:
+        return ids[:n]
+    order = np.random.default_rng(int(seed)).permutation(len(ids))[:n]
+    return [ids[int(i)] for i in order]
+
+
+def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] | None = None) -> dict[str, Any] | None:
+    """Play from reset with the runner's bookkeeping; None unless the episode is won.
+
+    plan=None follows the live expert (expert_actions[0] at every step); a fixed `plan` is played
+    command by command (the skill workflow replay). Each step's `expert_actions` is what the
+    demonstrated command was taken from (the expert's plan, or the rest of the fixed plan).
+    """
+    obs, info = env.reset(options={"task_id": task_id})
+    steps: list[dict[str, Any]] = []
+    history: list[tuple[str, str]] = []
+    task, task_type = info.get("task", ""), info.get("task_type", "")
+    while True:
+        todo = list(info.get("expert_actions") or []) if plan is None else list(plan[len(steps):])
+        if not todo:
+            return None
+        response = expert_response(env_name, task=task, action=todo[0])
+        action, valid = project_action(env_name, response)
+        if not valid or not same_action(env_name, action, todo[0]):
+            return None
+        steps.append({"observation": obs, "history": list(history), "admissible": list(info.get("admissible_actions", [])),
+                      "response": response, "action": action, "expert_actions": todo, "reward": 0.0})
+        prev_obs = obs
+        obs, reward, term, trunc, info = env.step(action)
+        steps[-1]["reward"] = float(reward)
+        history.append((prev_obs, action))
+        if not (term or trunc) and len(history) >= max_steps:
+            trunc = True  # the runner's cap
+        if term or trunc:
+            if not info.get("won", False):
+                return None
+            return {"task_id": task_id, "task": task, "task_type": task_type, "steps": steps,
+                    "ground_truth": info.get("ground_truth") or {}}
+
+
+def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: int, history_length: int,
+                           max_steps: int, seed: int | None, skill_fraction: float = 0.3,
+                           env_kwargs: dict | None = None, task_ids: Sequence[str] | None = None,
+                           stats: dict | None = None) -> list[Demo]:
+    """Expert demonstrations on `num_tasks` tasks of `split` (a seeded sample; seed=None: the first
+    ones; `task_ids` overrides the choice). Only episodes the expert won are kept.
+
+    A `skill_fraction` of the episodes carry a correct skill, in one of three modes (SKILL_MODES):
+    "episode": the hindsight workflow of the expert's run is the episode skill of every step, and
+    the demonstrated episode *follows that workflow* (replayed in the env; detours such as 'look'
+    dropped), so the response always agrees with the skill; "step": at random steps a
+    critical-step skill names the demonstrated command; "both". When the workflow replay does not
+    win, the episode falls back to "step" mode. `stats`, if given, gets the counts."""
+    import envs as envs_pkg
+
+    name = envs_pkg.env_name_of(env_name)
+    if int(num_tasks) < 1:
+        raise ValueError(f"num_tasks={num_tasks}: must be >= 1")
+    if int(max_steps) < 1:
+        raise ValueError(f"max_steps={max_steps}: must be >= 1")
+    if not 0.0 <= float(skill_fraction) <= 1.0:
+        raise ValueError(f"skill_fraction={skill_fraction}: must be in [0, 1]")
+    kw = dict(env_kwargs or {})
+    kw.setdefault("split", split)
+    kw.setdefault("max_steps", int(max_steps))
+    env = envs_pkg.make(name, **kw)
+    counts = {"episodes_won": 0, "episodes_with_skills": 0, "skill_modes": {}, "workflow_replays_failed": 0,
+              "env_errors": 0}
+    try:
+        ids = list(task_ids) if task_ids is not None else select_task_ids(env.task_ids(), num_tasks, seed)
+        if not ids:
+            raise ValueError(f"env={name!r} split={kw['split']!r} has no tasks")
+        rng = np.random.default_rng(None if seed is None else int(seed) + 7919)
+        demos: list[Demo] = []
+        for task_id in ids:
+            try:
+                ep = _play(env, name, task_id, int(max_steps))
+            except Exception:  # a crashing game must not end the collection (the runner does the same)
+                counts["env_errors"] += 1
+                env = _rebuild(env, envs_pkg, name, kw)
+                continue
+            if ep is None:
+                continue
+            counts["episodes_won"] += 1
+            mode = _skill_mode(rng, skill_fraction)
+            ep_skill = None
+            if mode in ("episode", "both"):
+                ep_skill, flow = skill_workflow(name, ep)
+                if flow != [s["action"] for s in ep["steps"]]:
+                    try:
+                        replay = _play(env, name, task_id, int(max_steps), plan=flow)
+                    except Exception:
+                        counts["env_errors"] += 1
+                        env, replay = _rebuild(env, envs_pkg, name, kw), None
+                    if replay is None:
+                        counts["workflow_replays_failed"] += 1
+                        mode, ep_skill = "step", None
+                    else:
+                        ep = replay
+            if mode is not None:
+                counts["episodes_with_skills"] += 1
+                counts["skill_modes"][mode] = counts["skill_modes"].get(mode, 0) + 1
+            demos.extend(_episode_demos(name, ep, history_length, mode, ep_skill, rng))
+    finally:
+        try:
+            env.close()
+        except Exception:
+            pass
+    if stats is not None:
+        stats.update({"env": name, "split": kw["split"], "episodes_tried": len(ids), **counts, "demos": len(demos)})
+    return demos
+
+
+def _rebuild(env, envs_pkg, name: str, kw: dict):
+    try:
+        env.close()
+    except Exception:
+        pass
+    return envs_pkg.make(name, **kw)
+
+
+def _skill_mode(rng: np.random.Generator, skill_fraction: float) -> str | None:
+    if not rng.random() < skill_fraction:
+        return None
+    names, probs = zip(*SKILL_MODES)
+    return names[int(rng.choice(len(names), p=np.asarray(probs) / sum(probs)))]
+
+
+def _episode_demos(env_name: str, ep: dict[str, Any], history_length: int, mode: str | None, ep_skill: str | None,
+                   rng: np.random.Generator) -> list[Demo]:
+    steps = ep["steps"]
+    step_idx: set[int] = set()
+    if mode in ("step", "both"):
+        step_idx = {i for i in range(len(steps)) if rng.random() < STEP_SKILL_PROB}
+        if not step_idx:
+            step_idx = {int(rng.integers(len(steps)))}
+    out = []
+    for i, s in enumerate(steps):
+        base = build_prompt(env_name, task=ep["task"], obs=s["observation"], history=s["history"],
+                            admissible=s["admissible"], step=len(s["history"]), history_length=int(history_length))
+        st_skill = step_skill_text(env_name, s["action"]) if i in step_idx else None
+        prompt = insert_skills(base, episode_skill=ep_skill, step_skill=st_skill)
+        out.append(Demo(env_name=env_name, task_id=ep["task_id"], step=i, prompt=prompt, response=s["response"],
+                        action=s["action"], base_prompt=base, episode_skill=ep_skill, step_skill=st_skill))
+    return out
