@@ -70,8 +70,11 @@ class OPIDTorchLearner(TorchLearner):
             optim.zero_grad(set_to_none=True)
         totals: dict[str, torch.Tensor] = {}
         loss_total = torch.zeros(())
+        # Micro-batches of length-sorted rows: each pads to its neighbours, not to the batch's longest
+        # prompt. The token-mean loss is a sum over rows / n_tok, so the order does not change it.
+        order = torch.argsort(data["prompt_len"] + data["response_len"], stable=True)
         for s in range(0, n, mb):
-            sub = {k: v[s:s + mb] for k, v in data.items()}
+            sub = {k: v[order[s:s + mb]] for k, v in data.items()}
             fwd = module._forward_train(sub)
             loss_sum, stats = self._loss_sum(sub, fwd)
             (loss_sum / n_tok).backward()  # accumulate: token-mean over the whole minibatch

@@ -109,20 +109,26 @@ class LLMRLModule(TorchRLModule):
     @torch.no_grad()
     def score(self, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]],
               model=None, micro_batch_size: int | None = None) -> list[np.ndarray]:
-        """No-grad log-probs of each response under its prompt, one float32 array per sample."""
+        """No-grad log-probs of each response under its prompt, one float32 array per sample.
+
+        Micro-batches are cut from the samples sorted by length (results come back in input
+        order), so a batch pads to its neighbours' length, not to the longest prompt of the step.
+        """
         model = model if model is not None else self.model
         mb = int(micro_batch_size or self.model_config.get("score_micro_batch_size", 8))
+        order = sorted(range(len(prompt_ids)), key=lambda i: (len(prompt_ids[i]), len(response_ids[i])))
         was_training = model.training
         model.eval()
-        out: list[np.ndarray] = []
+        out: list[np.ndarray | None] = [None] * len(prompt_ids)
         try:
-            for s in range(0, len(prompt_ids), mb):
-                b = pack(prompt_ids[s:s + mb], response_ids[s:s + mb], self.pad_id)
+            for s in range(0, len(order), mb):
+                rows = order[s:s + mb]
+                b = pack([prompt_ids[i] for i in rows], [response_ids[i] for i in rows], self.pad_id)
                 t = {k: torch.as_tensor(v) for k, v in b.items()}
                 logp, _ = response_logprobs(model, t["prompt_ids"], t["prompt_len"], t["response_ids"],
                                             t["response_len"], temperature=self.model_config.get("temperature", 1.0))
-                for i, n in enumerate(b["response_len"]):
-                    out.append(logp[i, :n].float().cpu().numpy())
+                for j, (i, n) in enumerate(zip(rows, b["response_len"])):
+                    out[i] = logp[j, :n].float().cpu().numpy()
         finally:
             if was_training:
                 model.train()

@@ -56,6 +56,18 @@ def test_rescoring_equals_forward_train_and_depends_on_prompt(module):
     np.testing.assert_allclose(changed[1], scored[1], atol=1e-5)  # batch composition does not
 
 
+def test_length_sorted_scoring_returns_input_order(module):
+    """score() batches length-sorted rows; each result must still land on its own sample."""
+    texts = ["short", "a much longer prompt " * 6, "mid length prompt " * 2, "x", "longest of them all " * 9]
+    ids, _ = module.encode_prompts(texts)
+    resp = [[5, 6, 7], [9], [10, 11, 12, 13, 14], [15, 16], [17, 18, 19, 20]]
+    one_by_one = module.score(ids, resp, micro_batch_size=1)
+    batched = module.score(ids, resp, micro_batch_size=2)
+    for a, b, r in zip(one_by_one, batched, resp):
+        assert a.shape == (len(r),)
+        np.testing.assert_allclose(b, a, atol=1e-5)
+
+
 def test_prompt_truncation_is_left_and_counted(module):
     module.model_config["max_prompt_len"] = 32
     try:
