@@ -14,9 +14,10 @@ Three tables, all measured in one process on the same machine state:
 2. Training tokens/s of the real learner update (`OPIDTorchLearner._uncompiled_update` on the
    batch the learner connector pipeline builds from freshly sampled episodes) vs a plain
    PyTorch loop doing the same work on the same tensors: same model class and a copy of the
-   weights, same micro-batch size, `response_logprobs` forward (with entropy), KL reference
-   forward (no grad, included in BOTH), `ppo_token_loss`, backward, global-norm grad clip,
-   AdamW step. No RLlib in the plain loop. Tokens = prompt + response tokens (non-pad) of the
+   weights, same length-sorted micro-batches, `response_logprobs` forward (with entropy), KL
+   reference forward (no grad, included in both), `ppo_token_loss`, backward, global-norm grad
+   clip, AdamW step. No RLlib in the plain loop. A third row runs the plain loop on micro-batches
+   cut in batch order, which shows what the length sort saves. Tokens = prompt + response tokens (non-pad) of the
    batch per update (the first --learner-samples rows of the pipeline batch, to bound run time).
    Overhead ratio = plain tokens/s / ours tokens/s (goal <= 1.2).
 3. OPID iteration time vs group size (tasks fixed) and vs max steps: one warm-up then the
@@ -170,8 +171,11 @@ def learner_batch(algo, seed: int = 123):
     return batch["default_policy"]
 
 
-def plain_update(model, ref_model, opt, data, *, mb, temperature, loss_kw, grad_clip):
-    """The learner's work with plain torch: micro-batched token-mean PPO + KL ref + AdamW."""
+def plain_update(model, ref_model, opt, data, *, mb, temperature, loss_kw, grad_clip, sort=True):
+    """The learner's work with plain torch: micro-batched token-mean PPO + KL ref + AdamW.
+
+    sort=True cuts micro-batches from length-sorted rows as the learner does; sort=False takes
+    rows in batch order (what the learner did before), to show what the sort saves."""
     import torch
 
     from opid_rllib.losses import ppo_token_loss
@@ -179,9 +183,10 @@ def plain_update(model, ref_model, opt, data, *, mb, temperature, loss_kw, grad_
 
     n = int(data["response_ids"].shape[0])
     n_tok = data["response_mask"].sum().clamp(min=1.0)
+    order = torch.argsort(data["prompt_len"] + data["response_len"], stable=True) if sort else torch.arange(n)
     opt.zero_grad(set_to_none=True)
     for s in range(0, n, mb):
-        sub = {k: v[s:s + mb] for k, v in data.items()}
+        sub = {k: v[order[s:s + mb]] for k, v in data.items()}
         logp, ent = response_logprobs(model, sub["prompt_ids"], sub["prompt_len"], sub["response_ids"],
                                       sub["response_len"], temperature=temperature, with_entropy=True)
         ref_logp = None
@@ -212,10 +217,15 @@ def table_learner(args, algo) -> dict:
     n = k
     tokens = int((data["prompt_len"] + data["response_len"]).sum())
     mb = max(1, int(cfg.micro_batch_size))
-    padded = 0  # tokens actually fed to the model (response_logprobs trims all-pad columns per micro-batch)
-    for s in range(0, n, mb):
-        pl, rl = data["prompt_len"][s:s + mb], data["response_len"][s:s + mb]
-        padded += len(pl) * (max(int(pl.max()), 1) + max(int(rl.max()), 1))
+    def padded_tokens(order):  # tokens fed to the model (response_logprobs trims all-pad columns per micro-batch)
+        out = 0
+        for s in range(0, n, mb):
+            pl, rl = data["prompt_len"][order[s:s + mb]], data["response_len"][order[s:s + mb]]
+            out += len(pl) * (max(int(pl.max()), 1) + max(int(rl.max()), 1))
+        return out
+
+    padded = padded_tokens(torch.argsort(data["prompt_len"] + data["response_len"], stable=True))
+    padded_unsorted = padded_tokens(torch.arange(n))
     ours_model = policy_module(learner.module).model
     model = copy.deepcopy(ours_model)
     model.train(ours_model.training)
@@ -228,13 +238,14 @@ def table_learner(args, algo) -> dict:
     def run_ours():
         learner._uncompiled_update({"default_policy": data})
 
-    def run_plain():
-        plain_update(model, ref, opt, data, mb=mb, temperature=temperature, loss_kw=loss_kw,
-                     grad_clip=cfg.grad_clip if cfg.grad_clip_by == "global_norm" else None)
+    def plain(sort):
+        return lambda: plain_update(model, ref, opt, data, mb=mb, temperature=temperature, loss_kw=loss_kw,
+                                    grad_clip=cfg.grad_clip if cfg.grad_clip_by == "global_norm" else None, sort=sort)
 
-    times: dict[str, list[float]] = {"ours": [], "plain": []}
+    runs = {"ours": run_ours, "plain": plain(True), "plain_unsorted": plain(False)}
+    times: dict[str, list[float]] = {k: [] for k in runs}
     for rep in range(args.learner_reps + 1):
-        for name, fn in (("ours", run_ours), ("plain", run_plain)):
+        for name, fn in runs.items():
             t0 = time.perf_counter()
             fn()
             dt = time.perf_counter() - t0
@@ -245,15 +256,18 @@ def table_learner(args, algo) -> dict:
     tps = {k: tokens / v for k, v in m.items()}
     ratio = tps["plain"] / tps["ours"]
     print(f"\nTable 2: learner update throughput on the pipeline's batch (first {n} of {n_full} samples, {tokens} prompt+response "
-          f"tokens, {padded} incl. padding; micro_batch_size={mb}; KL reference forward included in BOTH; "
+          f"tokens, {padded} incl. padding in length-sorted micro-batches, {padded_unsorted} in batch order; "
+          f"micro_batch_size={mb}; KL reference forward included in all; "
           f"median of {args.learner_reps} after 1 warm-up, alternating)")
     best = {k: min(v) for k, v in times.items()}
-    print(f"{'update':<34}{'s/update':>10}{'tokens/s':>11}{'min s':>9}{'tok/s@min':>11}")
-    for key, label in (("ours", "ours (Learner._uncompiled_update)"), ("plain", "plain PyTorch loop")):
-        print(f"{label:<34}{m[key]:>10.3f}{tps[key]:>11.0f}{best[key]:>9.3f}{tokens / best[key]:>11.0f}")
+    print(f"{'update':<40}{'s/update':>10}{'tokens/s':>11}{'min s':>9}{'tok/s@min':>11}")
+    for key, label in (("ours", "ours (Learner._uncompiled_update)"), ("plain", "plain PyTorch loop, same sorted micro-batches"),
+                       ("plain_unsorted", "plain PyTorch loop, batch-order micro-batches")):
+        print(f"{label:<40}{m[key]:>10.3f}{tps[key]:>11.0f}{best[key]:>9.3f}{tokens / best[key]:>11.0f}")
     print(f"overhead ratio plain/ours (tokens/s) = {ratio:.3f} median, {best['ours'] / best['plain']:.3f} "
-          f"best-of  (goal <= 1.2)")
-    return {"samples": n, "samples_in_batch": n_full, "tokens": tokens, "padded_tokens": padded, "micro_batch_size": mb,
+          f"best-of  (goal <= 1.2); length sort saves {m['plain_unsorted'] / m['plain']:.2f}x")
+    return {"samples": n, "samples_in_batch": n_full, "tokens": tokens, "padded_tokens": padded,
+            "padded_tokens_unsorted": padded_unsorted, "micro_batch_size": mb,
             "times": times, "median_s": m, "min_s": best, "tokens_per_s": tps, "overhead_ratio": ratio,
             "overhead_ratio_best": best["ours"] / best["plain"]}
 

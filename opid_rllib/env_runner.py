@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner

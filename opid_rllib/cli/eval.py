@@ -52,8 +52,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from opid_rllib.evaluation import default_output_dir, evaluate, format_table, write_results
-
     if args.torch_threads is not None and args.torch_threads < 1:
         print(f"opid-eval: error: --torch-threads {args.torch_threads}: must be >= 1", file=sys.stderr)
         return 2
@@ -73,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from opid_rllib.evaluation import default_output_dir, evaluate, format_table, write_results
+    from opid_rllib.eval_table import format_table
+    from opid_rllib.evaluation import default_output_dir, evaluate, write_results
 
     try:
         res = evaluate(panel=args.panel, env=args.env, episodes=args.episodes, seed=args.seed,

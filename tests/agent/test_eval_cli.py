@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from opid_rllib.cli.eval import main
-from opid_rllib.evaluation import ALFWORLD_COLUMNS, format_table, summarize
+from opid_rllib.eval_table import ALFWORLD_COLUMNS, format_table, summarize
 
 PANEL = "searchqa/smoke@v1"
 SMALL = ["--model", "tiny", "--episodes", "3", "--max-steps", "2", "--max-new-tokens", "8",

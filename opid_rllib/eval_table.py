@@ -1,0 +1,103 @@
+"""The paper's results table from per-episode records: pure functions, no model, no env.
+
+Follows the reference's eval script (opid_reference.md section 7): success % per ALFWorld category
+(Pick, Look, Clean, Heat, Cool, Pick2), their macro average "Avg", overall success "All", plus the
+format-valid rate (fraction of steps whose response passed the projection) and the mean episode
+length. Other envs get one column per task_type (WebShop category, search-QA hop kind / source
+dataset); WebShop also reports the mean final score.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+# ALFWorld task_type -> the paper's column name, in the paper's column order.
+ALFWORLD_COLUMNS = {
+    "pick_and_place_simple": "Pick",
+    "look_at_obj_in_light": "Look",
+    "pick_clean_then_place_in_recep": "Clean",
+    "pick_heat_then_place_in_recep": "Heat",
+    "pick_cool_then_place_in_recep": "Cool",
+    "pick_two_obj_and_place": "Pick2",
+}
+OTHER_COLUMN = "Other"
+
+
+def _pct(num: float, den: int) -> float | None:
+    return round(100.0 * num / den, 2) if den else None
+
+
+def summarize(records: Sequence[Mapping[str, Any]], env: str) -> dict[str, Any]:
+    """The paper's table from per-episode records (pure function).
+
+    success_pct[col] is None for a category with no episode; Avg is the macro mean over the
+    categories that have episodes; All is the success over all episodes.
+    """
+    if env == "alfworld":
+        cols = list(ALFWORLD_COLUMNS.values())
+        col_of = lambda tt: ALFWORLD_COLUMNS.get(tt, OTHER_COLUMN)  # noqa: E731
+        if any(r.get("task_type") not in ALFWORLD_COLUMNS for r in records):
+            cols.append(OTHER_COLUMN)
+    else:
+        cols = sorted({str(r.get("task_type") or "unknown") for r in records})
+        col_of = lambda tt: str(tt or "unknown")  # noqa: E731
+    won = {c: 0 for c in cols}
+    n = {c: 0 for c in cols}
+    for r in records:
+        c = col_of(r.get("task_type"))
+        n[c] += 1
+        won[c] += bool(r["won"])
+    success = {c: _pct(won[c], n[c]) for c in cols}
+    present = [success[c] for c in cols if n[c]]
+    success["Avg"] = round(sum(present) / len(present), 2) if present else None
+    success["All"] = _pct(sum(bool(r["won"]) for r in records), len(records))
+    n["Avg"] = sum(1 for c in cols if n[c])  # number of categories averaged
+    n["All"] = len(records)
+    fv = [bool(v) for r in records for v in r.get("format_valid", [])]
+    lengths = [int(r["length"]) for r in records]
+    table: dict[str, Any] = {
+        "columns": cols + ["Avg", "All"],
+        "success_pct": success,
+        "n": n,
+        "format_valid_pct": _pct(sum(fv), len(fv)),
+        "mean_episode_length": round(sum(lengths) / len(lengths), 3) if lengths else None,
+    }
+    scores = [float(r["score"]) for r in records if r.get("score") is not None]
+    if scores:
+        table["mean_score"] = round(sum(scores) / len(scores), 4)
+    return table
+
+
+def _fmt(v, nd=1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def format_table(results: Mapping[str, Any]) -> str:
+    """Plain-text aligned table: one success row (%) and one episode-count row."""
+    t = results["table"]
+    c = results.get("config", {})
+    cols = list(t["columns"])
+    extra = [("Valid%", t.get("format_valid_pct"), 1), ("Len", t.get("mean_episode_length"), 2)]
+    if "mean_score" in t:
+        extra.insert(0, ("Score", t["mean_score"], 3))
+    header = ["", *cols, *[e[0] for e in extra]]
+    row_s = ["success %", *[_fmt(t["success_pct"].get(k)) for k in cols], *[_fmt(v, nd) for _, v, nd in extra]]
+    row_n = ["episodes", *[_fmt(t["n"].get(k)) if k != "Avg" else "" for k in cols], *["" for _ in extra]]
+    width = [max(len(a), len(b), len(h)) for h, a, b in zip(header, row_s, row_n)]
+    line = lambda cells: "  ".join(  # noqa: E731
+        (x.ljust(w) if i == 0 else x.rjust(w)) for i, (x, w) in enumerate(zip(cells, width)))
+    greedy = " (greedy)" if c.get("greedy") else ""
+    title = (f"{c.get('panel', '?')} [sha256 {str(c.get('panel_sha256', ''))[:12]}]  model={c.get('model', '?')}  "
+             f"T={c.get('temperature', '?')}{greedy}  seed={c.get('seed', '?')}  episodes={t['n'].get('All')}")
+    out = [title, line(header), line(row_s), line(row_n),
+           "Avg = mean over categories with episodes; All = over all episodes; "
+           "Valid% = format-valid steps / all steps; Len = mean steps per episode"]
+    timing = results.get("timing", {})
+    if timing:
+        out.append(f"wall {timing.get('wall_s', 0):.1f} s (load {timing.get('load_s', 0):.1f} s, "
+                   f"rollout {timing.get('rollout_s', 0):.1f} s)")
+    return "\n".join(out)
