@@ -3,7 +3,7 @@
     python bench/faults.py [--iters 3] [--tasks-per-iter 4] [--group-size 4] [--json PATH]
                            [--parts analyzer,env,resume]
 
-Tiny model, env "searchqa" (the ALFWorld task set is empty here), real RLlib Algorithm, real
+Tiny model, env "searchqa" (4-turn episodes keep the runs short), real RLlib Algorithm, real
 OpenAI-protocol HTTP server (tests/analyzer/fake_openai_server.py). Four parts:
 
 1. analyzer: the fake server answers a seeded schedule where ~30% of calls time out (slow > the
@@ -26,8 +26,10 @@ OpenAI-protocol HTTP server (tests/analyzer/fake_openai_server.py). Four parts:
    position, and trains one more iteration; then `opid-train --resume <checkpoint>` must continue
    with the next iteration too. Part 4 runs in subprocesses alongside parts 1-3 (--serial: before).
 
-Finding printed as a FAIL verdict: the API key passed in analyzer_config sits in every result's
-"config" and in the checkpoint's class_and_ctor_args.pkl files (see the report's "key found in").
+The API-key scan prints a FAIL verdict if the key (read from $OPID_BENCH_ANALYZER_KEY via
+`api_key_env`) shows up in any result, checkpoint file or skill dump. This bench found that a key
+placed in analyzer_config leaked into results and checkpoints; keys now come only from the
+environment and `validate()` rejects a literal key.
 """
 
 from __future__ import annotations

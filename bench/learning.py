@@ -91,7 +91,7 @@ def warm_start(args) -> str:
 def evaluate_policy(path: str, seed: int, args) -> dict:
     from opid_rllib.evaluation import evaluate
 
-    ev = evaluate(panel=args.eval_panel, episodes=args.eval_episodes, seed=seed, progress=False,
+    ev = evaluate(panel=args.eval_panel, episodes=args.eval_episodes, seed=seed, progress=False, batch_envs=args.batch_envs,
                   temperature=args.eval_temperature, llm_model=path, max_steps=args.eval_max_steps,
                   history_length=args.history_length, max_new_tokens=args.max_new_tokens,
                   max_prompt_len=args.max_prompt_len)
@@ -276,11 +276,12 @@ def main(argv=None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=48, help="the SFT'd tiny model answers in ~28 tokens")
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--sft-tasks", type=int, default=330)
-    p.add_argument("--sft-epochs", type=int, default=3)
-    p.add_argument("--sft-budget-s", type=float, default=900.0)
+    p.add_argument("--sft-epochs", type=int, default=4, help="the quickstart's warm-start recipe")
+    p.add_argument("--sft-budget-s", type=float, default=1500.0)
     p.add_argument("--eval-panel", default="alfworld/valid_unseen@v1")
     p.add_argument("--eval-episodes", type=int, default=None)
     p.add_argument("--eval-temperature", type=float, default=0.4)
+    p.add_argument("--batch-envs", type=int, default=16, help="panel games played (and generated) together")
     p.add_argument("--torch-threads", type=int, default=2)
     p.add_argument("--shard", default=None, help="i/n: run only every n-th job starting at i (no report)")
     p.add_argument("--out", default="runs/learning")
