@@ -83,7 +83,7 @@ def warm_start(args) -> str:
     demos = collect_demonstrations("alfworld", split="train", num_tasks=args.sft_tasks, history_length=args.history_length,
                                    max_steps=30, seed=0)
     train_sft(resolve_model("tiny"), demos, out, epochs=args.sft_epochs, lr=3e-3, batch_size=4,
-              max_prompt_len=args.max_prompt_len, seed=0, time_budget_s=args.sft_budget_s, log_every=200)
+              max_prompt_len=args.max_prompt_len, seed=0, time_budget_s=args.sft_budget_s or None, log_every=200)
     print(f"[learning] warm start: {len(demos)} demos, {time.time() - t0:.0f}s", flush=True)
     return out
 
@@ -277,7 +277,9 @@ def main(argv=None) -> int:
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--sft-tasks", type=int, default=330)
     p.add_argument("--sft-epochs", type=int, default=4, help="the quickstart's warm-start recipe")
-    p.add_argument("--sft-budget-s", type=float, default=1500.0)
+    p.add_argument("--sft-budget-s", type=float, default=0.0,
+                   help="stop the warm start after this many seconds (0: all epochs). A budget makes the base "
+                        "depend on the machine's speed, so the default runs every epoch")
     p.add_argument("--eval-panel", default="alfworld/valid_unseen@v1")
     p.add_argument("--eval-episodes", type=int, default=None)
     p.add_argument("--eval-temperature", type=float, default=0.4)

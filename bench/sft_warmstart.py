@@ -79,7 +79,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-prompt-len", type=int, default=None)
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--skill-fraction", type=float, default=0.3)
-    ap.add_argument("--budget-s", type=float, default=None, help="training time budget in s (per-env default)")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="training time budget in s (per-env default; 0: no budget, every epoch runs, "
+                         "so the model does not depend on the machine's speed)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--torch-threads", type=int, default=1,
                     help="torch.set_num_threads (default 1: on a busy 2-core box 1 thread was 2x faster than 2)")
@@ -105,7 +107,7 @@ def main(argv=None) -> int:
     max_plen = args.max_prompt_len or d_plen
     n_train = args.train_tasks or d_train
     n_eval = args.eval_tasks or d_eval
-    budget = args.budget_s or d_budget
+    budget = d_budget if args.budget_s is None else (args.budget_s or None)
     base = resolve_model(args.model)
     print(f"[bench] env={env_name} base={base} threads={__import__('torch').get_num_threads()}", flush=True)
 

@@ -260,10 +260,10 @@ def table_learner(args, algo) -> dict:
           f"micro_batch_size={mb}; KL reference forward included in all; "
           f"median of {args.learner_reps} after 1 warm-up, alternating)")
     best = {k: min(v) for k, v in times.items()}
-    print(f"{'update':<40}{'s/update':>10}{'tokens/s':>11}{'min s':>9}{'tok/s@min':>11}")
+    print(f"{'update':<48}{'s/update':>10}{'tokens/s':>11}{'min s':>9}{'tok/s@min':>11}")
     for key, label in (("ours", "ours (Learner._uncompiled_update)"), ("plain", "plain PyTorch loop, same sorted micro-batches"),
                        ("plain_unsorted", "plain PyTorch loop, batch-order micro-batches")):
-        print(f"{label:<40}{m[key]:>10.3f}{tps[key]:>11.0f}{best[key]:>9.3f}{tokens / best[key]:>11.0f}")
+        print(f"{label:<48}{m[key]:>10.3f}{tps[key]:>11.0f}{best[key]:>9.3f}{tokens / best[key]:>11.0f}")
     print(f"overhead ratio plain/ours (tokens/s) = {ratio:.3f} median, {best['ours'] / best['plain']:.3f} "
           f"best-of  (goal <= 1.2); length sort saves {m['plain_unsorted'] / m['plain']:.2f}x")
     return {"samples": n, "samples_in_batch": n_full, "tokens": tokens, "padded_tokens": padded,
