@@ -116,7 +116,7 @@ class LLMRLModule(TorchRLModule):
         """
         model = model if model is not None else self.model
         mb = int(micro_batch_size or self.model_config.get("score_micro_batch_size", 8))
-        order = sorted(range(len(prompt_ids)), key=lambda i: (len(prompt_ids[i]), len(response_ids[i])))
+        order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]) + len(response_ids[i]))
         was_training = model.training
         model.eval()
         out: list[np.ndarray | None] = [None] * len(prompt_ids)
