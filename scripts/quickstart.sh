@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the embedded defaults: tiny model built offline, offline ALFWorld games,
 # built-in hindsight analyzer. SFT warm start -> OPID training -> export -> evaluation on the
-# fixed unseen panel. About 25 minutes on a 2-core CPU (the warm start is ~19 of them; SFT_EPOCHS=2
-# halves it at some cost in success). Outputs under ${OUT:-outputs/quickstart}.
+# fixed unseen panel. About 25-55 minutes on a 2-core CPU, most of it the warm start (21-40 min by machine;
+# SFT_EPOCHS=2 halves it at some cost in success). Outputs under ${OUT:-outputs/quickstart}.
 set -euo pipefail
 OUT=${OUT:-outputs/quickstart}
 ITERS=${ITERS:-3}
