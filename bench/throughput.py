@@ -179,11 +179,11 @@ def plain_update(model, ref_model, opt, data, *, mb, temperature, loss_kw, grad_
     import torch
 
     from opid_rllib.losses import ppo_token_loss
-    from opid_rllib.token_logprobs import response_logprobs
+    from opid_rllib.token_logprobs import length_order, response_logprobs
 
     n = int(data["response_ids"].shape[0])
     n_tok = data["response_mask"].sum().clamp(min=1.0)
-    order = torch.argsort(data["prompt_len"] + data["response_len"], stable=True) if sort else torch.arange(n)
+    order = length_order(data["prompt_len"], data["response_len"]) if sort else torch.arange(n)
     opt.zero_grad(set_to_none=True)
     for s in range(0, n, mb):
         sub = {k: v[order[s:s + mb]] for k, v in data.items()}
@@ -207,6 +207,7 @@ def table_learner(args, algo) -> dict:
     import torch
 
     from opid_rllib.connectors.common import policy_module
+    from opid_rllib.token_logprobs import length_order
 
     cfg = algo.config
     learner = algo.learner_group._learner
@@ -217,6 +218,7 @@ def table_learner(args, algo) -> dict:
     n = k
     tokens = int((data["prompt_len"] + data["response_len"]).sum())
     mb = max(1, int(cfg.micro_batch_size))
+
     def padded_tokens(order):  # tokens fed to the model (response_logprobs trims all-pad columns per micro-batch)
         out = 0
         for s in range(0, n, mb):
@@ -224,7 +226,7 @@ def table_learner(args, algo) -> dict:
             out += len(pl) * (max(int(pl.max()), 1) + max(int(rl.max()), 1))
         return out
 
-    padded = padded_tokens(torch.argsort(data["prompt_len"] + data["response_len"], stable=True))
+    padded = padded_tokens(length_order(data["prompt_len"], data["response_len"]))
     padded_unsorted = padded_tokens(torch.arange(n))
     ours_model = policy_module(learner.module).model
     model = copy.deepcopy(ours_model)

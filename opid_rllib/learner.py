@@ -17,7 +17,7 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from opid_rllib.connectors.common import policy_module
 from opid_rllib.losses import ppo_token_loss
 from opid_rllib.rl_module import DTYPES
-from opid_rllib.token_logprobs import response_logprobs
+from opid_rllib.token_logprobs import length_order, response_logprobs
 
 
 class OPIDTorchLearner(TorchLearner):
@@ -70,9 +70,9 @@ class OPIDTorchLearner(TorchLearner):
             optim.zero_grad(set_to_none=True)
         totals: dict[str, torch.Tensor] = {}
         loss_total = torch.zeros(())
-        # Micro-batches of length-sorted rows: each pads to its neighbours, not to the batch's longest
-        # prompt. The token-mean loss is a sum over rows / n_tok, so the order does not change it.
-        order = torch.argsort(data["prompt_len"] + data["response_len"], stable=True)
+        # Length-sorted micro-batches; the token-mean loss is a sum over rows / n_tok, so the order
+        # does not change it.
+        order = length_order(data["prompt_len"], data["response_len"])
         for s in range(0, n, mb):
             sub = {k: v[order[s:s + mb]] for k, v in data.items()}
             fwd = module._forward_train(sub)

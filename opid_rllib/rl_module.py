@@ -21,7 +21,7 @@ import torch
 from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 
 from opid_rllib.generation.base import Generation
-from opid_rllib.token_logprobs import pack, response_logprobs  # noqa: F401  (re-exported)
+from opid_rllib.token_logprobs import length_order, pack, response_logprobs  # noqa: F401  (re-exported)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -116,7 +116,7 @@ class LLMRLModule(TorchRLModule):
         """
         model = model if model is not None else self.model
         mb = int(micro_batch_size or self.model_config.get("score_micro_batch_size", 8))
-        order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]) + len(response_ids[i]))
+        order = length_order([len(p) for p in prompt_ids], [len(r) for r in response_ids]).tolist()
         was_training = model.training
         model.eval()
         out: list[np.ndarray | None] = [None] * len(prompt_ids)

@@ -28,6 +28,12 @@ def pack(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[in
             "response_ids": responses, "response_len": np.array([len(r) for r in response_ids], np.int64)}
 
 
+def length_order(prompt_len, response_len) -> torch.Tensor:
+    """Row order for micro-batching, shortest first: each micro-batch then pads to its neighbours'
+    length, not to the batch's longest prompt (the learner and every `score()` pass use it)."""
+    return torch.argsort(torch.as_tensor(prompt_len) + torch.as_tensor(response_len), stable=True)
+
+
 def response_logprobs(model, prompt_ids: torch.Tensor, prompt_len: torch.Tensor, response_ids: torch.Tensor,
                       response_len: torch.Tensor, temperature: float = 1.0, with_entropy: bool = False):
     """log pi(y_l | x, y_<l) for every response token, as a [B, R] tensor (0 beyond response_len).
