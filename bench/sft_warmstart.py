@@ -81,6 +81,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skill-fraction", type=float, default=0.3)
     ap.add_argument("--step-skill-wording", choices=("plain", "analyzer"), default="plain")
     ap.add_argument("--deviation-prob", type=float, default=0.0)
+    ap.add_argument("--response-style", choices=("reasoned", "action"), default="reasoned")
+    ap.add_argument("--hint-follow-prob", type=float, default=0.0)
     ap.add_argument("--budget-s", type=float, default=None,
                     help="training time budget in s (per-env default; 0: no budget, every epoch runs, "
                          "so the model does not depend on the machine's speed)")
@@ -119,7 +121,8 @@ def main(argv=None) -> int:
     demos = collect_demonstrations(env_name, split=train_split, num_tasks=n_train, history_length=args.history_length,
                                    max_steps=max_steps, seed=args.seed, skill_fraction=args.skill_fraction,
                                    stats=cstats, step_skill_wording=args.step_skill_wording,
-                                   deviation_prob=args.deviation_prob)
+                                   deviation_prob=args.deviation_prob, response_style=args.response_style,
+                                   hint_follow_prob=args.hint_follow_prob)
     collect_s = time.perf_counter() - t0
     print(f"[bench] demos: {cstats} in {collect_s:.1f}s", flush=True)
     if not demos:

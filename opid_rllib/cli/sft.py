@@ -56,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--deviation-prob", type=float, default=0.0,
                     help="per-step chance of a random wrong command before the expert's (recovery states, "
                          "DAgger-style; not demonstrated, only history). Default 0")
+    ap.add_argument("--response-style", choices=("reasoned", "action"), default="reasoned",
+                    help="target responses: 'reasoned' (short reasoning + command) or 'action' (empty think block + "
+                         "command: a third of the tokens to generate; ALFWorld/WebShop)")
+    ap.add_argument("--hint-follow-prob", type=float, default=0.0,
+                    help="per demonstrated step, chance of one extra sample whose step skill names another admissible "
+                         "command, with that command as target: teaches the policy to read skills (0 = off)")
     ap.add_argument("--enable-thinking", action="store_true", help="chat template with thinking on (match the RL run)")
     ap.add_argument("--env-kwargs", default="{}", help="JSON dict passed to envs.make (e.g. '{\"seed\": 0}')")
     ap.add_argument("--time-budget-s", type=float, default=None, help="stop training after this many seconds")
@@ -82,11 +88,12 @@ def _check(args) -> dict:
                     ("max_steps", args.max_steps >= 1), ("max_prompt_len", args.max_prompt_len >= 16),
                     ("history_length", args.history_length >= 0), ("max_tokens_per_micro", args.max_tokens_per_micro >= 1),
                     ("skill_fraction", 0.0 <= args.skill_fraction <= 1.0),
+                    ("hint_follow_prob", 0.0 <= args.hint_follow_prob <= 1.0),
                     ("lr", args.lr is None or args.lr > 0)):
         if not ok:
             raise CliError(f"--{key.replace('_', '-')}={getattr(args, key)}: out of range "
                            "(tasks/epochs/batch-size/max-steps >= 1, max-prompt-len >= 16, history-length >= 0, "
-                           "skill-fraction in [0, 1], lr > 0)")
+                           "skill-fraction and hint-follow-prob in [0, 1], lr > 0)")
     try:
         env_kwargs = json.loads(args.env_kwargs)
     except json.JSONDecodeError as e:
@@ -130,6 +137,7 @@ def run(args) -> dict:
                                        history_length=args.history_length, max_steps=args.max_steps, seed=args.seed,
                                        skill_fraction=args.skill_fraction, env_kwargs=env_kwargs, stats=cstats,
                                        step_skill_wording=args.step_skill_wording, deviation_prob=args.deviation_prob,
+                                       response_style=args.response_style, hint_follow_prob=args.hint_follow_prob,
                                        progress=Progress(args.tasks, prefix="[opid-sft] expert", unit="game",
                                                          every_s=args.progress_every_s).update)
     except (ValueError, KeyError) as e:
@@ -155,6 +163,7 @@ def run(args) -> dict:
                   "history_length": args.history_length, "max_steps": args.max_steps,
                   "skill_fraction": args.skill_fraction, "step_skill_wording": args.step_skill_wording,
                   "deviation_prob": args.deviation_prob, "enable_thinking": bool(args.enable_thinking),
+                  "response_style": args.response_style, "hint_follow_prob": args.hint_follow_prob,
                   "collect_seconds": collect_s, "wall_seconds": time.perf_counter() - t0})
     stats_path.write_text(json.dumps(stats, indent=2) + "\n")
     loss = "n/a" if stats["final_eval_loss"] is None else f"{stats['final_eval_loss']:.4f}"

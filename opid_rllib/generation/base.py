@@ -9,10 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-# The generation backends `make_backend` knows (CLI choices and config validation read this).
-BACKENDS = ("hf", "vllm")
-
-
 @dataclass
 class Generation:
     token_ids: list[int]          # sampled response tokens (no prompt, no padding)

@@ -42,6 +42,7 @@ class Demo:
     base_prompt: str             # the same prompt without skills (what the runner shows)
     episode_skill: str | None = None
     step_skill: str | None = None
+    hint_follow: bool = False    # auxiliary sample: the target is the (non-expert) command the skill names
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,10 +74,20 @@ def searchqa_block(expert_action: str) -> tuple[str, str]:
     return m.group(1), " ".join(m.group(2).split())
 
 
-def expert_response(env_name: str, *, task: str, action: str) -> str:
-    """The target response for one expert step: short deterministic reasoning + the command."""
+RESPONSE_STYLES = ("reasoned", "action")
+
+
+def expert_response(env_name: str, *, task: str, action: str, style: str = "reasoned") -> str:
+    """The target response for one expert step. "reasoned": short deterministic reasoning + the
+    command; "action": an empty think block + the command (ALFWorld/WebShop; still format-valid under
+    the verl-agent projection), a third of the tokens to generate, for small models whose "reasoning"
+    only restates the task (searchqa keeps its reasoning: the block kind is the decision there)."""
     env = canonical_env_name(env_name)
+    if style not in RESPONSE_STYLES:
+        raise ValueError(f"response_style={style!r}: must be one of {RESPONSE_STYLES}")
     goal = _short_task(task)
+    if env != "searchqa" and style == "action":
+        return f"<think></think>\n<action>{' '.join(str(action).split())}</action>"
     if env == "searchqa":
         kind, inner = searchqa_block(action)
         if kind == "search":
@@ -156,7 +167,8 @@ def select_task_ids(all_ids: Sequence[str], num_tasks: int, seed: int | None) ->
 
 
 def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] | None = None,
-          deviation_prob: float = 0.0, rng: np.random.Generator | None = None) -> dict[str, Any] | None:
+          deviation_prob: float = 0.0, rng: np.random.Generator | None = None,
+          response_style: str = "reasoned") -> dict[str, Any] | None:
     """Play from reset with the runner's bookkeeping; None unless the episode is won.
 
     plan=None follows the live expert (expert_actions[0] at every step); a fixed `plan` is played
@@ -184,7 +196,7 @@ def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] 
                 if term or trunc:
                     return None
                 continue
-        response = expert_response(env_name, task=task, action=todo[0])
+        response = expert_response(env_name, task=task, action=todo[0], style=response_style)
         action, valid = project_action(env_name, response)
         if not valid or not same_action(env_name, action, todo[0]):
             return None
@@ -207,7 +219,8 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
                            max_steps: int, seed: int | None, skill_fraction: float = 0.3,
                            env_kwargs: dict | None = None, task_ids: Sequence[str] | None = None,
                            stats: dict | None = None, progress=None, step_skill_wording: str = "plain",
-                           deviation_prob: float = 0.0) -> list[Demo]:
+                           deviation_prob: float = 0.0, response_style: str = "reasoned",
+                           hint_follow_prob: float = 0.0) -> list[Demo]:
     """Expert demonstrations on `num_tasks` tasks of `split` (a seeded sample; seed=None: the first
     ones; `task_ids` overrides the choice). Only episodes the expert won are kept.
 
@@ -224,13 +237,24 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
     (analyzer.hindsight.oracle_step_skill), two thirds of them "At this point, X instead of 'Y'." with
     Y a random admissible command, so the policy learns to follow X named next to a wrong Y exactly
     as skills are written at RL time; "plain": "At this point, X." only. deviation_prob: recovery
-    states (see `_play`)."""
+    states (see `_play`). response_style: see `expert_response`.
+
+    hint_follow_prob > 0 (the auxiliary hint-following objective): each demonstrated step, with that
+    probability, also yields one extra sample whose step skill, in the analyzer's wording, names a
+    random admissible command X other than the expert's ("At this point, X instead of '<expert's>'.")
+    and whose target is X. On those samples only the skill says what to do, so the policy must learn
+    to read it: that is the mechanism OPID's teacher needs (a model that ignores named actions has no
+    skill headroom). The skill-free samples are unchanged, so the student is cloned as before."""
     import envs as envs_pkg
 
     if step_skill_wording not in ("plain", "analyzer"):
         raise ValueError(f"step_skill_wording={step_skill_wording!r}: must be 'plain' or 'analyzer'")
     if not 0.0 <= float(deviation_prob) < 1.0:
         raise ValueError(f"deviation_prob={deviation_prob}: must be in [0, 1)")
+    if not 0.0 <= float(hint_follow_prob) <= 1.0:
+        raise ValueError(f"hint_follow_prob={hint_follow_prob}: must be in [0, 1]")
+    if response_style not in RESPONSE_STYLES:
+        raise ValueError(f"response_style={response_style!r}: must be one of {RESPONSE_STYLES}")
 
     name = envs_pkg.env_name_of(env_name)
     if int(num_tasks) < 1:
@@ -244,18 +268,21 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
     kw.setdefault("max_steps", int(max_steps))
     env = envs_pkg.make(name, **kw)
     counts = {"episodes_won": 0, "episodes_with_skills": 0, "skill_modes": {}, "workflow_replays_failed": 0,
-              "env_errors": 0}
+              "env_errors": 0, "hint_follow_demos": 0}
     try:
         ids = list(task_ids) if task_ids is not None else select_task_ids(env.task_ids(), num_tasks, seed)
         if not ids:
             raise ValueError(f"env={name!r} split={kw['split']!r} has no tasks")
         rng = np.random.default_rng(None if seed is None else int(seed) + 7919)
+        # own stream: hint samples leave every other sample exactly as with hint_follow_prob=0
+        hint_rng = np.random.default_rng(None if seed is None else int(seed) + 104729)
         demos: list[Demo] = []
         for n_done, task_id in enumerate(ids):
             if progress is not None and n_done:
                 progress(n_done, won=counts["episodes_won"])
             try:
-                ep = _play(env, name, task_id, int(max_steps), deviation_prob=float(deviation_prob), rng=rng)
+                ep = _play(env, name, task_id, int(max_steps), deviation_prob=float(deviation_prob), rng=rng,
+                           response_style=response_style)
             except Exception:  # a crashing game must not end the collection (the runner does the same)
                 counts["env_errors"] += 1
                 env = _rebuild(env, envs_pkg, name, kw)
@@ -269,7 +296,7 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
                 ep_skill, flow = skill_workflow(name, ep)
                 if flow != [s["action"] for s in ep["steps"]]:
                     try:
-                        replay = _play(env, name, task_id, int(max_steps), plan=flow)
+                        replay = _play(env, name, task_id, int(max_steps), plan=flow, response_style=response_style)
                     except Exception:
                         counts["env_errors"] += 1
                         env, replay = _rebuild(env, envs_pkg, name, kw), None
@@ -282,6 +309,11 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
                 counts["episodes_with_skills"] += 1
                 counts["skill_modes"][mode] = counts["skill_modes"].get(mode, 0) + 1
             demos.extend(_episode_demos(name, ep, history_length, mode, ep_skill, rng, step_skill_wording))
+            if hint_follow_prob > 0:
+                hints = _hint_follow_demos(name, ep, history_length, hint_rng, float(hint_follow_prob),
+                                           response_style)
+                counts["hint_follow_demos"] += len(hints)
+                demos.extend(hints)
     finally:
         try:
             env.close()
@@ -346,4 +378,34 @@ def _episode_demos(env_name: str, ep: dict[str, Any], history_length: int, mode:
         prompt = insert_skills(base, episode_skill=ep_skill, step_skill=st_skill)
         out.append(Demo(env_name=env_name, task_id=ep["task_id"], step=len(s["history"]), prompt=prompt, response=s["response"],
                         action=s["action"], base_prompt=base, episode_skill=ep_skill, step_skill=st_skill))
+    return out
+
+
+def _hint_follow_demos(env_name: str, ep: dict[str, Any], history_length: int, rng: np.random.Generator,
+                       prob: float, response_style: str) -> list[Demo]:
+    """Extra samples whose target is the admissible non-expert command their step skill names
+    (see collect_demonstrations' hint_follow_prob); skipped where no other admissible command exists."""
+    from opid_rllib.analyzer.base import StepRecord
+    from opid_rllib.analyzer.hindsight import oracle_step_skill
+
+    out = []
+    for s in ep["steps"]:
+        if not rng.random() < prob:
+            continue
+        # concrete commands only: some envs list templates ('search[<your query>]')
+        named = _wrong_action([a for a in s["admissible"] if "<" not in str(a)], s["action"], rng)
+        if named is None:
+            continue
+        response = expert_response(env_name, task=ep["task"], action=named, style=response_style)
+        action, valid = project_action(env_name, response)
+        if not valid or not same_action(env_name, action, named):
+            continue
+        step = StepRecord(index=len(s["history"]), observation=s["observation"], response="", action=s["action"],
+                          admissible_actions=list(s["admissible"]), expert_actions=[named])
+        skill = oracle_step_skill(env_name, step) or step_skill_text(env_name, named)
+        base = build_prompt(env_name, task=ep["task"], obs=s["observation"], history=s["history"],
+                            admissible=s["admissible"], step=len(s["history"]), history_length=int(history_length))
+        out.append(Demo(env_name=env_name, task_id=ep["task_id"], step=len(s["history"]),
+                        prompt=insert_skills(base, step_skill=skill), response=response, action=action,
+                        base_prompt=base, step_skill=skill, hint_follow=True))
     return out

@@ -451,3 +451,51 @@ def test_skill_literate_demos_use_the_analyzers_wording_on_recovery_states():
     with pytest.raises(ValueError, match="step_skill_wording"):
         collect_demonstrations("alfworld", num_tasks=1, history_length=2, max_steps=30, seed=0,
                                step_skill_wording="fancy")
+
+
+@pytest.mark.parametrize("env_name,action", [
+    ("alfworld", "take apple 1 from countertop 2"), ("webshop", "search[red <b>shoes</b> size 8]"),
+    ("searchqa", "<search>Who wrote Hamlet</search>"),
+])
+def test_action_only_responses_are_valid_and_short(env_name, action):
+    """response_style='action': an empty think block + the command, still format-valid; searchqa keeps
+    its reasoning (the block kind is the decision there)."""
+    task = "put a clean apple in fridge"
+    short = expert_response(env_name, task=task, action=action, style="action")
+    long = expert_response(env_name, task=task, action=action)
+    assert project_action(env_name, short) == project_action(env_name, long)
+    assert project_action(env_name, short)[1]
+    if env_name == "searchqa":
+        assert short == long
+    else:
+        assert short == f"<think></think>\n<action>{action}</action>" and len(short) < len(long)
+    with pytest.raises(ValueError, match="response_style"):
+        expert_response(env_name, task=task, action=action, style="verbose")
+
+
+def test_hint_following_samples_target_the_command_their_skill_names():
+    """hint_follow_prob: extra samples whose analyzer-worded step skill names an admissible command
+    other than the expert's, with that command as the target; every other sample is exactly what
+    hint_follow_prob=0 gives (own random stream), so the student's data is unchanged."""
+    import re
+
+    kw = dict(num_tasks=4, history_length=2, max_steps=30, seed=3, skill_fraction=0.5,
+              step_skill_wording="analyzer", response_style="action")
+    stats: dict = {}
+    with_hints = collect_demonstrations("alfworld", hint_follow_prob=0.5, stats=stats, **kw)
+    plain = collect_demonstrations("alfworld", **kw)
+    hints = [d for d in with_hints if d.hint_follow]
+    assert [d.to_dict() for d in with_hints if not d.hint_follow] == [d.to_dict() for d in plain]
+    assert stats["hint_follow_demos"] == len(hints) and len(plain) / 4 < len(hints) < len(plain)
+    expert_at = {(d.task_id, d.step): d.action for d in plain}
+    for d in hints:
+        m = re.fullmatch(r"At this point, (.+) instead of '(.+)'\.", d.step_skill)
+        assert m, d.step_skill
+        named, instead = m.groups()
+        assert named == d.action and instead == expert_at[(d.task_id, d.step)] != d.action
+        admissible = re.search(r"admissible actions in the current state are: (\[.*\])\.", d.base_prompt).group(1)
+        assert f"'{d.action}'" in admissible
+        assert d.prompt != d.base_prompt and d.step_skill in d.prompt and d.episode_skill is None
+        assert d.response == f"<think></think>\n<action>{d.action}</action>"
+    with pytest.raises(ValueError, match="hint_follow_prob"):
+        collect_demonstrations("alfworld", hint_follow_prob=1.5, **kw)

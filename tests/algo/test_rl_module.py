@@ -68,6 +68,21 @@ def test_length_sorted_scoring_returns_input_order(module):
         np.testing.assert_allclose(b, a, atol=1e-5)
 
 
+def test_length_sorted_generation_returns_input_order(module):
+    """The HF backend generates length-sorted chunks; each generation must come back to its own prompt
+    (greedy: equal to generating that prompt alone)."""
+    from opid_rllib.generation.hf import HFBackend
+
+    texts = ["a much longer prompt " * 6, "x", "longest of them all " * 9, "mid length prompt " * 2, "short"]
+    ids, _ = module.encode_prompts(texts)
+    backend = HFBackend(model=module.model, tokenizer=module.tokenizer, max_batch_size=2)
+    chunked = backend.generate(ids, temperature=0.0, max_new_tokens=6)
+    alone = [backend.generate([p], temperature=0.0, max_new_tokens=6)[0] for p in ids]
+    assert [g.token_ids for g in chunked] == [g.token_ids for g in alone]
+    for a, b in zip(chunked, alone):
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-4)
+
+
 def test_prompt_truncation_is_left_and_counted(module):
     module.model_config["max_prompt_len"] = 32
     try:
