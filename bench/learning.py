@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 
 SHORTHANDS = {"w": ("episode_skill_adv_weight", "step_skill_adv_weight"), "w_ep": ("episode_skill_adv_weight",),
@@ -81,7 +82,10 @@ def warm_start(args) -> str:
         return out
     t0 = time.time()
     demos = collect_demonstrations("alfworld", split="train", num_tasks=args.sft_tasks, history_length=args.history_length,
-                                   max_steps=30, seed=0)
+                                   max_steps=30, seed=0, skill_fraction=args.sft_skill_fraction,
+                                   step_skill_wording=args.sft_step_skill_wording,
+                                   deviation_prob=args.sft_deviation_prob, response_style=args.sft_response_style,
+                                   hint_follow_prob=args.sft_hint_follow_prob)
     train_sft(resolve_model("tiny"), demos, out, epochs=args.sft_epochs, lr=3e-3, batch_size=4,
               max_prompt_len=args.max_prompt_len, seed=0, time_budget_s=args.sft_budget_s or None, log_every=200)
     print(f"[learning] warm start: {len(demos)} demos, {time.time() - t0:.0f}s", flush=True)
@@ -96,6 +100,16 @@ def evaluate_policy(path: str, seed: int, args) -> dict:
                   history_length=args.history_length, max_new_tokens=args.max_new_tokens,
                   max_prompt_len=args.max_prompt_len)
     return ev["table"]
+
+
+def base_headroom(path: str, args) -> dict:
+    from opid_rllib.eval.panel import evaluate
+
+    ev = evaluate(panel=args.headroom_panel, seed=0, progress=False, batch_envs=args.batch_envs,
+                  temperature=args.eval_temperature, llm_model=path, max_steps=args.eval_max_steps,
+                  history_length=args.history_length, max_new_tokens=args.max_new_tokens,
+                  max_prompt_len=args.max_prompt_len, skills="oracle")
+    return {k: ev[k] for k in ("table", "teacher_table", "headroom")}
 
 
 def iteration_record(r: dict) -> dict:
@@ -183,6 +197,24 @@ def paired_text(runs: list[dict], baseline: str) -> str:
         if d:
             lines.append(f"{v} - {baseline} (All, per seed): {', '.join(f'{x:+.1f}' for x in d)}; mean {statistics.mean(d):+.1f}")
     return "\n".join(lines)
+
+
+def paired_mean(runs: list[dict], variant: str, baseline: str = "grpo", column: str = "All") -> float | None:
+    """Mean over the seeds both ran of (variant - baseline) success points on `column`; None if none."""
+    by = {(r["variant"], r["seed"]): r["table"]["success_pct"][column] for r in runs}
+    d = [by[(variant, s)] - by[(baseline, s)] for (v, s) in by if v == variant and (baseline, s) in by
+         and by[(variant, s)] is not None and by[(baseline, s)] is not None]
+    return statistics.mean(d) if d else None
+
+
+def summary(runs: list[dict], opid: str = "opid", shuffled: str = "opid_shuffled") -> dict:
+    """The figures the README quotes: OPID and the shuffled-skills control (the variants named) minus GRPO,
+    success points on All, mean over seeds; plus every other variant's difference."""
+    out = {"opid_minus_grpo_all": paired_mean(runs, opid), "shuffled_minus_grpo_all": paired_mean(runs, shuffled),
+           "opid_variant": opid, "shuffled_variant": shuffled}
+    out["minus_grpo_all_by_variant"] = {v: paired_mean(runs, v) for v in dict.fromkeys(r["variant"] for r in runs)
+                                        if v != "grpo"}
+    return out
 
 
 def run_dir_of(args, variant: str, seed: int) -> str:
@@ -291,6 +323,21 @@ def main(argv=None) -> int:
     p.add_argument("--torch-threads", type=int, default=2)
     p.add_argument("--shard", default=None, help="i/n: run only every n-th job starting at i (no report)")
     p.add_argument("--out", default="runs/learning")
+    p.add_argument("--sft-response-style", choices=("reasoned", "action"), default="reasoned",
+                   help="warm start: opid-sft --response-style")
+    p.add_argument("--sft-hint-follow-prob", type=float, default=0.0, help="warm start: opid-sft --hint-follow-prob")
+    p.add_argument("--sft-skill-fraction", type=float, default=0.3, help="warm start: opid-sft --skill-fraction")
+    p.add_argument("--sft-step-skill-wording", choices=("plain", "analyzer"), default="plain")
+    p.add_argument("--sft-deviation-prob", type=float, default=0.0)
+    p.add_argument("--opid-variant", default="opid", help="the variant summary.opid_minus_grpo_all is about")
+    p.add_argument("--shuffled-variant", default="opid_shuffled",
+                   help="the variant summary.shuffled_minus_grpo_all is about (same weights as --opid-variant)")
+    p.add_argument("--headroom-panel", default=None,
+                   help="also play the base on this panel with oracle skills (opid-eval --skills oracle): the "
+                        "teacher diagnostics printed next to the table")
+    p.add_argument("--results", default=None,
+                   help="also write the per-seed numbers, the command and the summary here "
+                        "(e.g. bench/results/learning.json)")
     args = p.parse_args(argv)
     variants = args.variants.split(",")
     for v in variants:
@@ -337,12 +384,33 @@ def main(argv=None) -> int:
         z = [x for x in z if x is not None]
         if z:
             print(f"{v}: {100 * statistics.mean(z):.0f} % of rollout groups had no outcome signal (all copies won or all lost)")
+    headroom = None
+    if args.headroom_panel:
+        headroom = cached(os.path.join(args.out, "runs", "base-headroom.json"), lambda: base_headroom(base, args))
+        st, te = headroom["table"]["success_pct"], headroom["teacher_table"]["success_pct"]
+        print(f"\nteacher diagnostics of the base on {args.headroom_panel} (oracle step skill at every step): "
+              f"student All {st['All']:.1f} %, teacher All {te['All']:.1f} %, headroom {te['All'] - st['All']:+.1f} points")
+    summ = summary(runs, args.opid_variant, args.shuffled_variant)
+    print("summary (success points on All, mean over seeds): "
+          + ", ".join(f"{k} {v:+.1f}" for k, v in summ["minus_grpo_all_by_variant"].items() if v is not None))
     print(f"\ntotal wall time {total:.0f}s")
     plot(runs, base_tables, os.path.join(args.out, "learning.png"))
     with open(os.path.join(args.out, "learning.json"), "w") as f:
         json.dump({"args": vars(args), "base": base, "base_tables": base_tables, "runs": runs, "total_s": total,
                    "eval_episodes": n_eval}, f, indent=1, default=float)
     print(f"wrote {args.out}/learning.json and {args.out}/learning.png")
+    if args.results:
+        per_seed = {v: {str(r["seed"]): r["table"]["success_pct"] for r in runs if r["variant"] == v} for v in variants}
+        per_seed["base (no RL)"] = {str(s): t["success_pct"] for s, t in zip(seeds, base_tables)}
+        os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
+        with open(args.results, "w") as f:
+            json.dump({"command": "python bench/learning.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                       "eval_panel": args.eval_panel, "eval_episodes": n_eval, "seeds": seeds, "per_seed": per_seed,
+                       "teacher_diagnostics": None if headroom is None else
+                       {"panel": args.headroom_panel, "student": headroom["table"]["success_pct"],
+                        "teacher": headroom["teacher_table"]["success_pct"], "headroom": headroom["headroom"]},
+                       "delta": delta_text(runs), "total_s": total, "summary": summ}, f, indent=1, default=float)
+        print(f"wrote {args.results}")
     return 0
 
 

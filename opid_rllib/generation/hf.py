@@ -12,7 +12,7 @@ from opid_rllib.generation.base import Generation, GenerationBackend
 
 class HFBackend(GenerationBackend):
     """Batched sampling with `model.generate`; returns per-token log-probs of the sampled tokens.
-    Prompts are generated in length-sorted chunks of at most `max_batch_size`.
+    Prompts are generated in length-sorted chunks of at most `max_batch_size` (default 8 on CPU, 64 else).
 
     The log-probs are log_softmax(logits / T) of the *raw* logits, i.e. the same quantity the
     learner recomputes (no top-k: HF's default top_k=50 would silently change the policy).
@@ -25,13 +25,16 @@ class HFBackend(GenerationBackend):
     name = "hf"
 
     def __init__(self, model_path: str | None = None, *, model=None, tokenizer=None, dtype: str = "float32",
-                 max_batch_size: int = 64, stop: Sequence[str] | None = None, **_: Any):
+                 max_batch_size: int | None = None, stop: Sequence[str] | None = None, **_: Any):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(model_path)
         if model is None:
             model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))
         self.model = model
+        if max_batch_size is None:  # CPU: small length-sorted chunks pad less (0.82x rollout time vs 64 in
+            # bench/eval_speed.py); accelerators want wide batches
+            max_batch_size = 8 if next(model.parameters()).device.type == "cpu" else 64
         self.max_batch_size = int(max_batch_size)
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:

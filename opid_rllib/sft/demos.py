@@ -241,7 +241,7 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
 
     hint_follow_prob > 0 (the auxiliary hint-following objective): each demonstrated step, with that
     probability, also yields one extra sample whose step skill, in the analyzer's wording, names a
-    random admissible command X other than the expert's ("At this point, X instead of '<expert's>'.")
+    random admissible command X other than the expert's (verb first, see `_hint_action`) ("At this point, X instead of '<expert's>'.")
     and whose target is X. On those samples only the skill says what to do, so the policy must learn
     to read it: that is the mechanism OPID's teacher needs (a model that ignores named actions has no
     skill headroom). The skill-free samples are unchanged, so the student is cloned as before."""
@@ -381,6 +381,24 @@ def _episode_demos(env_name: str, ep: dict[str, Any], history_length: int, mode:
     return out
 
 
+def _hint_action(admissible: Sequence[str], expert: str, rng: np.random.Generator) -> str | None:
+    """A random admissible command other than the expert's, its verb drawn first: 'go to' commands
+    outnumber the rest several times over, and a policy that only learned to copy locations would
+    still ignore "take book 1 from ..." (measured: it did). Templates ('search[<your query>]') and
+    'help' are never named."""
+    key = lambda a: " ".join(str(a).lower().split())  # noqa: E731
+    pool = [str(a) for a in admissible if "<" not in str(a) and key(a) not in (key(expert), "help")]
+    if not pool:
+        return None
+    by_verb: dict[str, list[str]] = {}
+    for a in pool:
+        words = key(a).split()
+        by_verb.setdefault(" ".join(words[:2]) if words[:1] == ["go"] else words[0], []).append(a)
+    verbs = sorted(by_verb)
+    cands = by_verb[verbs[int(rng.integers(len(verbs)))]]
+    return cands[int(rng.integers(len(cands)))]
+
+
 def _hint_follow_demos(env_name: str, ep: dict[str, Any], history_length: int, rng: np.random.Generator,
                        prob: float, response_style: str) -> list[Demo]:
     """Extra samples whose target is the admissible non-expert command their step skill names
@@ -392,8 +410,7 @@ def _hint_follow_demos(env_name: str, ep: dict[str, Any], history_length: int, r
     for s in ep["steps"]:
         if not rng.random() < prob:
             continue
-        # concrete commands only: some envs list templates ('search[<your query>]')
-        named = _wrong_action([a for a in s["admissible"] if "<" not in str(a)], s["action"], rng)
+        named = _hint_action(s["admissible"], s["action"], rng)
         if named is None:
             continue
         response = expert_response(env_name, task=ep["task"], action=named, style=response_style)

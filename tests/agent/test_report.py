@@ -276,3 +276,23 @@ def test_std_bands_stay_inside_the_valid_range(tmp_path):
     bars = np.concatenate([np.asarray(seg)[:, 1] for c in ax2.collections if isinstance(c, LineCollection)
                            for seg in c.get_segments()])
     assert bars.size and bars.min() >= 0.0, bars.min()
+
+
+def test_learning_summary_is_the_paired_mean_over_seeds():
+    """bench/learning.py's summary: (variant - GRPO) on All per seed both ran, averaged; the names the
+    README and bench/results/learning.json quote."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_learning", REPO / "bench" / "learning.py")
+    learning = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(learning)
+    cells = {("grpo", 0): 10.0, ("grpo", 1): 4.0, ("opid", 0): 16.0, ("opid", 1): 2.0, ("opid", 2): 50.0,
+             ("opid_shuffled", 0): 9.0, ("opid_shuffled", 1): 6.0}
+    runs = [{"variant": v, "seed": s, "table": {"success_pct": {"All": x}}} for (v, s), x in cells.items()]
+    got = learning.summary(runs)
+    assert got["opid_minus_grpo_all"] == pytest.approx(2.0)  # (+6 - 2) / 2; seed 2 has no GRPO run
+    assert got["shuffled_minus_grpo_all"] == pytest.approx(0.5)  # (-1 + 2) / 2
+    assert learning.summary(runs[:2])["opid_minus_grpo_all"] is None
+    assert got["minus_grpo_all_by_variant"] == {"opid": pytest.approx(2.0), "opid_shuffled": pytest.approx(0.5)}
+    named = learning.summary(runs, opid="opid_shuffled", shuffled="opid")
+    assert named["opid_minus_grpo_all"] == pytest.approx(0.5) and named["opid_variant"] == "opid_shuffled"

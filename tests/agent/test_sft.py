@@ -499,3 +499,19 @@ def test_hint_following_samples_target_the_command_their_skill_names():
         assert d.response == f"<think></think>\n<action>{d.action}</action>"
     with pytest.raises(ValueError, match="hint_follow_prob"):
         collect_demonstrations("alfworld", hint_follow_prob=1.5, **kw)
+
+
+def test_hint_commands_are_drawn_verb_first():
+    """'go to' commands outnumber the rest; drawing the verb first makes 'take ...' hints common, and the
+    expert's own command, 'help' and templates are never named."""
+    import numpy as np
+
+    from opid_rllib.sft.demos import _hint_action
+
+    admissible = [f"go to cabinet {i}" for i in range(1, 11)] + ["take book 1 from sofa 1", "help",
+                                                                   "search[<your query>]", "look"]
+    rng = np.random.default_rng(0)
+    draws = [_hint_action(admissible, "go to cabinet 3", rng) for _ in range(300)]
+    assert "go to cabinet 3" not in draws and "help" not in draws and "search[<your query>]" not in draws
+    assert 0.2 < draws.count("take book 1 from sofa 1") / len(draws) < 0.5  # 1 of 3 verbs, not 1 of 11 commands
+    assert _hint_action(["go to cabinet 3", "help"], "go to cabinet 3", rng) is None
