@@ -32,8 +32,8 @@ class HFBackend(GenerationBackend):
         if model is None:
             model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))
         self.model = model
-        if max_batch_size is None:  # CPU: small length-sorted chunks pad less (0.82x rollout time vs 64 in
-            # bench/eval_speed.py); accelerators want wide batches
+        if max_batch_size is None:  # CPU: small length-sorted chunks pad less (0.78x rollout time vs 64 rows
+            # with action-only answers, bench/eval_speed.py); accelerators want wide batches
             max_batch_size = 8 if next(model.parameters()).device.type == "cpu" else 64
         self.max_batch_size = int(max_batch_size)
         self.pad_id = self.tokenizer.pad_token_id
