@@ -92,23 +92,21 @@ def warm_start(args) -> str:
     return out
 
 
-def evaluate_policy(path: str, seed: int, args) -> dict:
+def _play_panel(path: str, args, **kw) -> dict:
+    """opid-eval's evaluate() with the bench's rollout settings (panel, seed, skills in kw)."""
     from opid_rllib.eval.panel import evaluate
 
-    ev = evaluate(panel=args.eval_panel, episodes=args.eval_episodes, seed=seed, progress=False, batch_envs=args.batch_envs,
-                  temperature=args.eval_temperature, llm_model=path, max_steps=args.eval_max_steps,
-                  history_length=args.history_length, max_new_tokens=args.max_new_tokens,
-                  max_prompt_len=args.max_prompt_len)
-    return ev["table"]
+    return evaluate(progress=False, batch_envs=args.batch_envs, temperature=args.eval_temperature, llm_model=path,
+                    max_steps=args.eval_max_steps, history_length=args.history_length,
+                    max_new_tokens=args.max_new_tokens, max_prompt_len=args.max_prompt_len, **kw)
+
+
+def evaluate_policy(path: str, seed: int, args) -> dict:
+    return _play_panel(path, args, panel=args.eval_panel, episodes=args.eval_episodes, seed=seed)["table"]
 
 
 def base_headroom(path: str, args) -> dict:
-    from opid_rllib.eval.panel import evaluate
-
-    ev = evaluate(panel=args.headroom_panel, seed=0, progress=False, batch_envs=args.batch_envs,
-                  temperature=args.eval_temperature, llm_model=path, max_steps=args.eval_max_steps,
-                  history_length=args.history_length, max_new_tokens=args.max_new_tokens,
-                  max_prompt_len=args.max_prompt_len, skills="oracle")
+    ev = _play_panel(path, args, panel=args.headroom_panel, seed=0, skills="oracle")
     return {k: ev[k] for k in ("table", "teacher_table", "headroom")}
 
 
@@ -188,22 +186,26 @@ def table_text(rows: dict[str, list[dict]]) -> str:
 
 def paired_text(runs: list[dict], baseline: str) -> str:
     """Per-seed difference (variant - baseline) on All: the comparison the claim is about."""
-    by = {(r["variant"], r["seed"]): r["table"]["success_pct"]["All"] for r in runs}
     lines = []
     for v in dict.fromkeys(r["variant"] for r in runs):
         if v == baseline:
             continue
-        d = [by[(v, s)] - by[(baseline, s)] for (vv, s) in by if vv == v and (baseline, s) in by]
+        d = paired_diffs(runs, v, baseline)
         if d:
             lines.append(f"{v} - {baseline} (All, per seed): {', '.join(f'{x:+.1f}' for x in d)}; mean {statistics.mean(d):+.1f}")
     return "\n".join(lines)
 
 
+def paired_diffs(runs: list[dict], variant: str, baseline: str = "grpo", column: str = "All") -> list[float]:
+    """(variant - baseline) success points on `column`, one per seed both ran (in run order)."""
+    by = {(r["variant"], r["seed"]): r["table"]["success_pct"][column] for r in runs}
+    return [by[(variant, s)] - by[(baseline, s)] for (v, s) in by if v == variant and (baseline, s) in by
+            and by[(variant, s)] is not None and by[(baseline, s)] is not None]
+
+
 def paired_mean(runs: list[dict], variant: str, baseline: str = "grpo", column: str = "All") -> float | None:
     """Mean over the seeds both ran of (variant - baseline) success points on `column`; None if none."""
-    by = {(r["variant"], r["seed"]): r["table"]["success_pct"][column] for r in runs}
-    d = [by[(variant, s)] - by[(baseline, s)] for (v, s) in by if v == variant and (baseline, s) in by
-         and by[(variant, s)] is not None and by[(baseline, s)] is not None]
+    d = paired_diffs(runs, variant, baseline, column)
     return statistics.mean(d) if d else None
 
 

@@ -8,22 +8,23 @@ accepts. A fraction of the episodes carry a *correct* skill, so the warm-started
 skills, which OPID's teacher signal (log-prob change when a skill is inserted) relies on: the
 hindsight analyzer's workflow of the expert's own successful run as the episode skill (the
 demonstrated episode then replays that compressed workflow, so the expert's detours never
-contradict the skill), or "At this point, <demonstrated command>." as a critical-step skill.
+contradict the skill), or "At this point, <demonstrated command>." as a critical-step skill. The
+response texts are in responses.py, the skill texts in demo_skills.py.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-from opid_rllib.prompts import build_prompt, canonical_env_name, insert_skills, project_action
-from opid_rllib.prompts.projection import _CJK
+from opid_rllib.prompts import build_prompt, insert_skills, project_action
+from opid_rllib.sft.demo_skills import (analyzer_skill, analyzer_step_skill, hint_action, skill_workflow,
+                                        step_skill_text, wrong_action)
+from opid_rllib.sft.responses import RESPONSE_STYLES, expert_response, same_action
 
 
-MAX_THINK_TASK_WORDS = 10
 # Skill modes of a skill-augmented episode and their probabilities.
 SKILL_MODES = (("episode", 0.4), ("step", 0.4), ("both", 0.2))
 STEP_SKILL_PROB = 0.5  # in "step"/"both" mode: chance that a given step gets a step skill
@@ -46,113 +47,6 @@ class Demo:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-# ---- responses ---------------------------------------------------------------------------------
-_SEARCH_BLOCK = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
-_TAGS = re.compile(r"</?(think|action|search|answer|information)>", re.IGNORECASE)
-
-
-def _clean(text: str) -> str:
-    """One line, no agent tags, angle brackets or CJK characters (the projection rejects those)."""
-    text = _CJK.sub(" ", _TAGS.sub(" ", str(text)))
-    return " ".join(text.replace("<", " ").replace(">", " ").split())
-
-
-def _short_task(task: str, max_words: int = MAX_THINK_TASK_WORDS) -> str:
-    words = _clean(task).rstrip(" .").split()
-    if not words:
-        return "finish the task"
-    return " ".join(words[:max_words]) + (" ..." if len(words) > max_words else "")
-
-
-def searchqa_block(expert_action: str) -> tuple[str, str]:
-    """('search'|'answer', inner text) of a searchqa expert action; plain text counts as an answer."""
-    m = _SEARCH_BLOCK.search(str(expert_action))
-    if m is None:
-        return "answer", " ".join(str(expert_action).split())
-    return m.group(1), " ".join(m.group(2).split())
-
-
-RESPONSE_STYLES = ("reasoned", "action")
-
-
-def expert_response(env_name: str, *, task: str, action: str, style: str = "reasoned") -> str:
-    """The target response for one expert step. "reasoned": short deterministic reasoning + the
-    command; "action": an empty think block + the command (ALFWorld/WebShop; still format-valid under
-    the verl-agent projection), a third of the tokens to generate, for small models whose "reasoning"
-    only restates the task (searchqa keeps its reasoning: the block kind is the decision there)."""
-    env = canonical_env_name(env_name)
-    if style not in RESPONSE_STYLES:
-        raise ValueError(f"response_style={style!r}: must be one of {RESPONSE_STYLES}")
-    goal = _short_task(task)
-    if env != "searchqa" and style == "action":
-        return f"<think></think>\n<action>{' '.join(str(action).split())}</action>"
-    if env == "searchqa":
-        kind, inner = searchqa_block(action)
-        if kind == "search":
-            think = f"Question: {goal} ; I still miss facts, next: search for {_clean(inner)}."
-        else:
-            think = f"Question: {goal} ; I have enough information, the answer is {_clean(inner)}."
-        return f"<think>{think}</think>\n<{kind}>{inner}</{kind}>"
-    cmd = " ".join(str(action).split())
-    return f"<think>Goal: {goal} ; next: {_clean(cmd)}.</think>\n<action>{cmd}</action>"
-
-
-def same_action(env_name: str, projected: str, expert: str) -> bool:
-    if canonical_env_name(env_name) == "searchqa":
-        return searchqa_block(projected) == searchqa_block(expert)
-    return " ".join(projected.lower().split()) == " ".join(str(expert).lower().split())
-
-
-def step_skill_text(env_name: str, action: str) -> str:
-    """A correct critical-step skill naming the expert's next command (hindsight analyzer's wording)."""
-    env = canonical_env_name(env_name)
-    a = " ".join(str(action).split())
-    if env == "searchqa":
-        kind, inner = searchqa_block(a)
-        return f"At this point, {'search for' if kind == 'search' else 'answer'} '{inner}'."
-    if re.match(r"^[a-z][a-z ]*\b", a) and "[" not in a and "<" not in a:
-        return f"At this point, {a}."
-    return f"At this point, choose '{a}'."
-
-
-def _trajectory_record(env_name: str, ep: dict[str, Any]):
-    """A won episode as the analyzer's input. Every demonstrated command counts as admissible: the
-    env accepted it and the episode was won, while some envs list templates instead of concrete
-    commands ('search[<your query>]', '<search>...</search>'), which the analyzer would treat as
-    inadmissible detours."""
-    from opid_rllib.analyzer import StepRecord, TrajectoryRecord
-
-    recs = [StepRecord(index=i, observation=s["observation"], response=s["response"], action=s["action"],
-                       action_valid=True, reward=s["reward"],
-                       admissible_actions=list(s["admissible"]) + ([] if s["action"] in s["admissible"] else [s["action"]]),
-                       expert_actions=s["expert_actions"]) for i, s in enumerate(ep["steps"])]
-    return TrajectoryRecord(traj_id=f"{ep['task_id']}/expert", group_id=f"{ep['task_id']}#expert",
-                            task_id=ep["task_id"], task=ep["task"], task_type=ep["task_type"],
-                            env_name=canonical_env_name(env_name), success=True,
-                            episode_reward=float(sum(s["reward"] for s in ep["steps"])), steps=recs,
-                            ground_truth=dict(ep.get("ground_truth") or {}))
-
-
-def skill_workflow(env_name: str, ep: dict[str, Any]) -> tuple[str, list[str]]:
-    """(episode skill, its command list) for a won episode: the hindsight analyzer's success skill
-    (RL-time wording: "To <task>: a, b, then c. Skip the detours: ...") and the compressed command
-    list it is written from (detours such as 'look' or empty cabinets dropped)."""
-    from opid_rllib.analyzer import HindsightAnalyzer
-
-    traj = _trajectory_record(env_name, ep)
-    skills = HindsightAnalyzer().analyze(traj)
-    try:  # the analyzer's own compression, so the replayed commands are the ones the skill names
-        from opid_rllib.analyzer.hindsight import _compress, _step_facts
-
-        flow = [a for _, a in _compress(_step_facts(traj))]
-    except Exception:  # analyzer internals changed: the full run is a correct (uncompressed) workflow
-        flow = []
-    if not skills.ok or not flow:
-        flow = [s["action"] for s in ep["steps"]]
-        return f"To {_short_task(ep['task'], 30)}: " + ", then ".join(flow) + ".", flow
-    return skills.episode_skill, flow
 
 
 # ---- demonstrations ----------------------------------------------------------------------------
@@ -188,7 +82,7 @@ def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] 
             return None
         if plan is None and deviation_prob > 0 and rng is not None and rng.random() < deviation_prob \
                 and len(history) + 2 < max_steps:
-            wrong = _wrong_action(info.get("admissible_actions", []), todo[0], rng)
+            wrong = wrong_action(info.get("admissible_actions", []), todo[0], rng)
             if wrong is not None:
                 prev_obs = obs
                 obs, _, term, trunc, info = env.step(wrong)
@@ -241,7 +135,7 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
 
     hint_follow_prob > 0 (the auxiliary hint-following objective): each demonstrated step, with that
     probability, also yields one extra sample whose step skill, in the analyzer's wording, names a
-    random admissible command X other than the expert's (verb first, see `_hint_action`) ("At this point, X instead of '<expert's>'.")
+    random admissible command X other than the expert's (verb first, see `demo_skills.hint_action`) ("At this point, X instead of '<expert's>'.")
     and whose target is X. On those samples only the skill says what to do, so the policy must learn
     to read it: that is the mechanism OPID's teacher needs (a model that ignores named actions has no
     skill headroom). The skill-free samples are unchanged, so the student is cloned as before."""
@@ -339,27 +233,6 @@ def _skill_mode(rng: np.random.Generator, skill_fraction: float) -> str | None:
     return names[int(rng.choice(len(names), p=np.asarray(probs) / sum(probs)))]
 
 
-def _wrong_action(admissible: Sequence[str], expert: str, rng: np.random.Generator) -> str | None:
-    """A random admissible command other than the expert's (and other than 'help')."""
-    key = lambda a: " ".join(str(a).lower().split())  # noqa: E731
-    pool = [a for a in admissible if key(a) not in (key(expert), "help")]
-    return str(pool[int(rng.integers(len(pool)))]) if pool else None
-
-
-def analyzer_step_skill(env_name: str, s: dict[str, Any], rng: np.random.Generator) -> str:
-    """The step skill the hindsight analyzer would write at this demonstrated step, for a policy
-    that sampled a random wrong command (2/3) or the right one (1/3)."""
-    from opid_rllib.analyzer.base import StepRecord
-    from opid_rllib.analyzer.hindsight import oracle_step_skill
-
-    sampled = s["action"]
-    if rng.random() < 2 / 3:
-        sampled = _wrong_action(s["admissible"], s["action"], rng) or sampled
-    step = StepRecord(index=len(s["history"]), observation=s["observation"], response="", action=sampled,
-                      admissible_actions=list(s["admissible"]), expert_actions=[s["action"]])
-    return oracle_step_skill(env_name, step) or step_skill_text(env_name, s["action"])
-
-
 def _episode_demos(env_name: str, ep: dict[str, Any], history_length: int, mode: str | None, ep_skill: str | None,
                    rng: np.random.Generator, wording: str = "plain") -> list[Demo]:
     steps = ep["steps"]
@@ -370,8 +243,7 @@ def _episode_demos(env_name: str, ep: dict[str, Any], history_length: int, mode:
             step_idx = {int(rng.integers(len(steps)))}
     out = []
     for i, s in enumerate(steps):
-        base = build_prompt(env_name, task=ep["task"], obs=s["observation"], history=s["history"],
-                            admissible=s["admissible"], step=len(s["history"]), history_length=int(history_length))
+        base = _base_prompt(env_name, ep, s, history_length)
         st_skill = None
         if i in step_idx:
             st_skill = analyzer_step_skill(env_name, s, rng) if wording == "analyzer" else step_skill_text(env_name, s["action"])
@@ -381,48 +253,30 @@ def _episode_demos(env_name: str, ep: dict[str, Any], history_length: int, mode:
     return out
 
 
-def _hint_action(admissible: Sequence[str], expert: str, rng: np.random.Generator) -> str | None:
-    """A random admissible command other than the expert's, its verb drawn first: 'go to' commands
-    outnumber the rest several times over, and a policy that only learned to copy locations would
-    still ignore "take book 1 from ..." (measured: it did). Templates ('search[<your query>]') and
-    'help' are never named."""
-    key = lambda a: " ".join(str(a).lower().split())  # noqa: E731
-    pool = [str(a) for a in admissible if "<" not in str(a) and key(a) not in (key(expert), "help")]
-    if not pool:
-        return None
-    by_verb: dict[str, list[str]] = {}
-    for a in pool:
-        words = key(a).split()
-        by_verb.setdefault(" ".join(words[:2]) if words[:1] == ["go"] else words[0], []).append(a)
-    verbs = sorted(by_verb)
-    cands = by_verb[verbs[int(rng.integers(len(verbs)))]]
-    return cands[int(rng.integers(len(cands)))]
-
-
 def _hint_follow_demos(env_name: str, ep: dict[str, Any], history_length: int, rng: np.random.Generator,
                        prob: float, response_style: str) -> list[Demo]:
     """Extra samples whose target is the admissible non-expert command their step skill names
     (see collect_demonstrations' hint_follow_prob); skipped where no other admissible command exists."""
-    from opid_rllib.analyzer.base import StepRecord
-    from opid_rllib.analyzer.hindsight import oracle_step_skill
-
     out = []
     for s in ep["steps"]:
         if not rng.random() < prob:
             continue
-        named = _hint_action(s["admissible"], s["action"], rng)
+        named = hint_action(s["admissible"], s["action"], rng)
         if named is None:
             continue
         response = expert_response(env_name, task=ep["task"], action=named, style=response_style)
         action, valid = project_action(env_name, response)
         if not valid or not same_action(env_name, action, named):
             continue
-        step = StepRecord(index=len(s["history"]), observation=s["observation"], response="", action=s["action"],
-                          admissible_actions=list(s["admissible"]), expert_actions=[named])
-        skill = oracle_step_skill(env_name, step) or step_skill_text(env_name, named)
-        base = build_prompt(env_name, task=ep["task"], obs=s["observation"], history=s["history"],
-                            admissible=s["admissible"], step=len(s["history"]), history_length=int(history_length))
+        skill = analyzer_skill(env_name, s, sampled=s["action"], named=named)
+        base = _base_prompt(env_name, ep, s, history_length)
         out.append(Demo(env_name=env_name, task_id=ep["task_id"], step=len(s["history"]),
                         prompt=insert_skills(base, step_skill=skill), response=response, action=action,
                         base_prompt=base, step_skill=skill, hint_follow=True))
     return out
+
+
+def _base_prompt(env_name: str, ep: dict[str, Any], s: dict[str, Any], history_length: int) -> str:
+    """The runner's prompt (no skills) at demonstrated step `s` of episode `ep`."""
+    return build_prompt(env_name, task=ep["task"], obs=s["observation"], history=s["history"],
+                        admissible=s["admissible"], step=len(s["history"]), history_length=int(history_length))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from opid_rllib.sft.demos import same_action
+from opid_rllib.sft.responses import same_action
 
 
 def expert_agreement(env_name: str, records: Sequence[Mapping[str, Any]]) -> float:

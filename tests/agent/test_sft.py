@@ -506,7 +506,7 @@ def test_hint_commands_are_drawn_verb_first():
     expert's own command, 'help' and templates are never named."""
     import numpy as np
 
-    from opid_rllib.sft.demos import _hint_action
+    from opid_rllib.sft.demo_skills import hint_action as _hint_action
 
     admissible = [f"go to cabinet {i}" for i in range(1, 11)] + ["take book 1 from sofa 1", "help",
                                                                    "search[<your query>]", "look"]
