@@ -75,6 +75,10 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
 ANALYZERS = (*ANALYZER_CHOICES, "none")  # "none": GRPO without analysis
 
 
+# RLlib's own training settings that presets, tuned examples and the benches may also set by name.
+RLLIB_TRAINING_KEYS = ("lr", "minibatch_size", "num_epochs", "grad_clip", "gamma")
+
+
 class OPIDConfig(AlgorithmConfig):
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or OPID)
@@ -85,6 +89,8 @@ class OPIDConfig(AlgorithmConfig):
         self.grad_clip = 1.0
         self.grad_clip_by = "global_norm"
         self.num_epochs = 1
+        # Step-samples per optimizer step (RLlib's name for the reference's ppo_mini_batch_size: 256 ALFWorld,
+        # 64 WebShop, 512 Search); None = one step on the whole batch per iteration.
         self.minibatch_size = None
         self.env = "alfworld"
         self.num_env_runners = 0
@@ -100,7 +106,7 @@ class OPIDConfig(AlgorithmConfig):
         for k, v in kw.items():
             if v is NotProvided:
                 continue
-            if k not in OPID_DEFAULTS:
+            if k not in OPID_DEFAULTS and k not in RLLIB_TRAINING_KEYS:
                 raise TypeError(f"unknown OPID setting {k!r}")
             setattr(self, k, v)
         return self
@@ -147,7 +153,8 @@ class OPIDConfig(AlgorithmConfig):
             ("max_prompt_len", int(self.max_prompt_len) >= 16, ">= 16"),
             ("micro_batch_size", int(self.micro_batch_size) >= 1, ">= 1"),
             ("generation_backend", self.generation_backend in BACKENDS, f"one of {BACKENDS}"),
-            ("minibatch_size", self.minibatch_size is None, "None (OPID updates on the whole batch, micro-batched)"),
+            ("minibatch_size", self.minibatch_size is None or int(self.minibatch_size) >= 1,
+             "None (one optimizer step on the whole batch) or >= 1 step-samples per optimizer step"),
         ]
         errors += [f"{name}={getattr(self, name)!r}: must be {want}" for name, ok, want in checks if not ok]
         from opid_rllib.models.lora import lora_errors

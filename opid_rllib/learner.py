@@ -25,6 +25,13 @@ from opid_rllib.rl_module import DTYPES
 from opid_rllib.token_logprobs import length_order, response_logprobs
 
 
+def minibatch_count(n: int, minibatch_size: int | None) -> int:
+    """Optimizer steps for n step-samples: ceil(n / minibatch_size), at least 1 (None: 1, the whole batch)."""
+    if not minibatch_size:
+        return 1
+    return max(1, -(-int(n) // int(minibatch_size)))
+
+
 class OPIDTorchLearner(TorchLearner):
     def build(self) -> None:
         super().build()
@@ -73,9 +80,39 @@ class OPIDTorchLearner(TorchLearner):
             kl_coeff=cfg.kl_coeff, entropy_coeff=cfg.entropy_coeff, opsd_coeff=cfg.opsd_loss_coeff)
 
     def _uncompiled_update(self, batch, **kwargs):
+        """One PPO pass over the batch: an optimizer step per minibatch (`minibatch_size` step-samples,
+        the reference's ppo_mini_batch_size; None = one step on the whole batch), each accumulated over
+        length-sorted micro-batches. Old log-probs and advantages stay those of the rollout, so later
+        minibatches are clipped against them as in PPO."""
         mid = DEFAULT_MODULE_ID
         data = {k: torch.as_tensor(v).to(self._device) for k, v in batch[mid].items()}
         module = policy_module(self.module)
+        n = int(data["response_ids"].shape[0])
+        k = minibatch_count(n, self.config.minibatch_size)
+        distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        if distributed:  # every rank must take the same number of optimizer steps (all-reduce per step)
+            t = torch.tensor([k], device=self._device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            k = int(t.item())
+        totals: dict[str, torch.Tensor] = {}
+        loss_total = torch.zeros((), device=self._device)
+        for rows in torch.tensor_split(torch.arange(n, device=self._device), k):  # sequential, as verl
+            loss_sum, stats = self._minibatch_step(module, {key: v[rows] for key, v in data.items()}, distributed)
+            loss_total = loss_total + loss_sum
+            for key, v in stats.items():
+                totals[key] = totals.get(key, 0.0) + v
+        n_tok = data["response_mask"].sum().clamp(min=1.0)
+        for key, v in totals.items():  # token means over the whole batch, whatever the minibatching
+            self.metrics.log_value((mid, key), float(v / n_tok), window=1)
+        self.metrics.log_value((mid, "num_samples"), n, window=1)
+        self.metrics.log_value((mid, "num_response_tokens"), float(n_tok), window=1)
+        self.metrics.log_value((mid, "num_optimizer_steps"), k, window=1)
+        loss = loss_total / n_tok
+        return {}, {mid: loss}, {}
+
+    def _minibatch_step(self, module, data: dict, distributed: bool):
+        """Accumulate the token-mean loss of one minibatch over micro-batches, then one optimizer step.
+        An empty minibatch (a rank with fewer rows) contributes zero gradients to the all-reduce."""
         n = int(data["response_ids"].shape[0])
         mb = max(1, int(self.config.micro_batch_size))
         n_tok = data["response_mask"].sum().clamp(min=1.0)
@@ -98,12 +135,7 @@ class OPIDTorchLearner(TorchLearner):
             if p.grad is None and p.requires_grad:
                 p.grad = torch.zeros_like(p)
         grads = {pid: p.grad for pid, p in self._params.items() if p.grad is not None}
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        if distributed:
             all_reduce_mean(list(grads.values()))
         self.apply_gradients(self.postprocess_gradients(grads))
-        for k, v in totals.items():
-            self.metrics.log_value((mid, k), float(v / n_tok), window=1)
-        self.metrics.log_value((mid, "num_samples"), n, window=1)
-        self.metrics.log_value((mid, "num_response_tokens"), float(n_tok), window=1)
-        loss = loss_total / n_tok
-        return {}, {mid: loss}, {}
+        return loss_total, totals

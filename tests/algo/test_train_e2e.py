@@ -48,14 +48,18 @@ def test_opid_train_cli_two_iterations(tmp_path):
     assert rec["skills"]["episode_skill"] and len(rec["routed"]) == len(rec["actions"])
 
 
-def test_two_learners_keep_groups_whole(ray_local):
-    cfg = tiny_config(tasks_per_iter=2, group_size=2, max_steps=2).env_runners(num_env_runners=1)
+@pytest.mark.parametrize("minibatch_size", [None, 1])  # 1: ranks with different row counts agree on the steps
+def test_two_learners_keep_groups_whole(ray_local, minibatch_size):
+    cfg = tiny_config(tasks_per_iter=2, group_size=2, max_steps=2, minibatch_size=minibatch_size)
+    cfg.env_runners(num_env_runners=1)
     cfg.learners(num_learners=2)
     algo = cfg.build_algo()
     try:
         res = algo.train()
         lr = res["learners"]
         assert lr["default_policy"]["num_samples"] > 0 and np.isfinite(lr["default_policy"]["policy_loss"])
+        if minibatch_size:  # one optimizer step per row on the rank with more rows, on both ranks
+            assert lr["default_policy"]["num_optimizer_steps"] >= 2
         # Both learners applied the same averaged gradient: their weights are identical.
         w = [r.get() for r in algo.learner_group.foreach_learner(
             lambda l: float(sum(p.detach().double().sum() for p in l.module["default_policy"].unwrapped().parameters())))]
@@ -79,6 +83,29 @@ def test_tune_grid_over_skill_weights(ray_local, tmp_path):
     shares = {r.config["episode_skill_adv_weight"]: r.metrics["learners"]["opid"]["adv"]["episode_teacher_share"]
               for r in grid}
     assert shares[0.0] == 0.0
+
+
+def test_weight_sweep_example_ranks_its_points_into_sweep_json(tmp_path):
+    """The package's sweep example, as a user runs it: a grid from --weight-grid, flags on top, and the
+    training-success ranking (sweep.json) with each trial's searched weights."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, os.path.join(root, "tuned_examples", "alfworld_opid_weight_sweep.py"),
+                        "--weight-grid", "0.01", "--stop-iters", "1", "--max-steps", "2", "--tasks-per-iter", "1",
+                        "--group-size", "2", "--max-new-tokens", "8", "--num-cpus", "2", "--verbose", "0",
+                        "--output", str(tmp_path)], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    sel = json.load(open(tmp_path / "sweep.json"))
+    points = sorted((t["params"]["episode_skill_adv_weight"], t["params"]["step_skill_adv_weight"])
+                    for t in sel["trials"])
+    assert points == [(0.01, 0.01)]  # a one-point grid: the product of grids is checked in test_train_cli
+    assert all(len(t["history"]) == 1 and 0.0 <= t["history"][0] <= 1.0 for t in sel["trials"])
+    assert sel["metric"] == "opid/success_rate" and len(sel["ranking"]) == 1
+    assert sel["informative"] == (len(sel["tied"]) == 1)
+    assert "sweep ranking by opid/success_rate" in p.stdout
 
 
 def test_checkpoint_resume_restores_weights_optimizer_and_task_stream(tmp_path):

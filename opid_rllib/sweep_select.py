@@ -1,0 +1,49 @@
+"""Pick a Tune sweep's best point from its training curves, and say when the pick means nothing.
+
+Why here and not Tune's `ResultGrid.get_best_result`: that returns one trial even when every trial scored the
+same (a sweep of a policy that never wins ranks all points at 0.0 and "picks" the first), and the OPID
+protocol needs to know that the selection was a tie. The score is the metric averaged over every reported
+iteration (Tune's scope="avg"): each iteration is a fresh batch of training tasks, so the mean uses them all.
+Pure functions: unit-testable without Ray.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def trial_score(history: list[float]) -> float:
+    """Mean of the finite values of a trial's metric history (NaN when it has none)."""
+    vals = [float(v) for v in history if v is not None and math.isfinite(float(v))]
+    return sum(vals) / len(vals) if vals else float("nan")
+
+
+def rank_trials(trials: list[dict], metric: str = "opid/success_rate") -> dict:
+    """Rank trials ({"params": {...}, "history": [metric per iteration]}) by mean metric, best first.
+
+    `tied` lists every point whose score equals the best one; `informative` is False when more than one
+    point shares the best score (or none has a score), so a report can say the sweep did not select.
+    """
+    rows = [{"params": dict(t["params"]), "score": trial_score(t.get("history", [])),
+             "iterations": len(t.get("history", []))} for t in trials]
+    scored = sorted((r for r in rows if not math.isnan(r["score"])), key=lambda r: -r["score"])
+    unscored = [r for r in rows if math.isnan(r["score"])]
+    best = scored[0]["score"] if scored else float("nan")
+    tied = [r["params"] for r in scored if r["score"] == best]
+    return {"metric": metric, "scope": "mean over iterations", "ranking": scored + unscored,
+            "best": scored[0]["params"] if scored else None, "tied": tied, "informative": len(tied) == 1}
+
+
+def ranking_text(sel: dict) -> str:
+    """Plain-text ranking for the console."""
+    lines = [f"sweep ranking by {sel['metric']} ({sel['scope']}):"]
+    for r in sel["ranking"]:
+        params = ", ".join(f"{k}={v}" for k, v in sorted(r["params"].items()))
+        lines.append(f"  {r['score']:.4f}  ({r['iterations']} iters)  {params}")
+    if sel["best"] is None:
+        lines.append("no trial reported the metric: nothing selected")
+    elif not sel["informative"]:
+        lines.append(f"{len(sel['tied'])} points tie at the best score: the sweep does not select a point")
+    else:
+        lines.append("best: " + ", ".join(f"{k}={v}" for k, v in sorted(sel["best"].items())))
+    return "\n".join(lines)

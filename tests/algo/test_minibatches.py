@@ -1,0 +1,52 @@
+"""PPO minibatches (the reference's ppo_mini_batch_size): one optimizer step per `minibatch_size` step-samples,
+sequential split, old log-probs fixed for the whole pass. Real tiny model and real OPIDTorchLearner."""
+
+import torch
+
+from envs.base import text_space
+from opid_rllib.learner import minibatch_count
+from tests.algo.test_mixed_precision import _batch
+from tests.algo.helpers import tiny_config
+
+
+def _learner(**kw):
+    return tiny_config(lr=1e-3, **kw).build_learner(spaces={"default_policy": (text_space(), text_space())})
+
+
+def _weights(learner):
+    return {k: p.detach().clone() for k, p in learner.module["default_policy"].unwrapped().model.named_parameters()}
+
+
+def _adam_steps(learner) -> set:
+    return {int(s["step"]) for opt in learner._optimizer_parameters for s in opt.state.values()}
+
+
+def test_minibatch_count():
+    assert minibatch_count(240, 64) == 4 and minibatch_count(256, 64) == 4 and minibatch_count(10, None) == 1
+    assert minibatch_count(0, 64) == 1 and minibatch_count(3, 64) == 1
+
+
+def test_minibatches_equal_sequential_updates_on_their_rows():
+    """minibatch_size=2 on 4 rows == one update on rows 0-1, then one on rows 2-3 (same old log-probs)."""
+    a = _learner(minibatch_size=2)
+    b = _learner()  # one step per update call
+    batch = _batch(a.module["default_policy"].unwrapped(), n=4)
+    for k, v in _weights(a).items():
+        assert torch.equal(v, _weights(b)[k])  # same start
+    a._uncompiled_update({"default_policy": batch})
+    assert _adam_steps(a) == {2}
+    assert a.metrics.peek(("default_policy", "num_optimizer_steps")) == 2
+    for rows in (slice(0, 2), slice(2, 4)):
+        b._uncompiled_update({"default_policy": {k: v[rows] for k, v in batch.items()}})
+    wa, wb = _weights(a), _weights(b)
+    assert all(torch.allclose(wa[k], wb[k], rtol=0, atol=1e-7) for k in wa)
+
+
+def test_minibatch_of_the_whole_batch_is_one_step():
+    a, b = _learner(minibatch_size=64), _learner()
+    batch = _batch(a.module["default_policy"].unwrapped(), n=4)
+    a._uncompiled_update({"default_policy": batch})
+    b._uncompiled_update({"default_policy": batch})
+    assert _adam_steps(a) == _adam_steps(b) == {1}
+    wa, wb = _weights(a), _weights(b)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)

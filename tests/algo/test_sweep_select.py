@@ -1,0 +1,30 @@
+"""Sweep selection: rank points by mean training success; a tie is reported as a tie, not a pick."""
+
+import math
+
+from opid_rllib.sweep_select import rank_trials, ranking_text, trial_score
+
+
+def test_score_is_the_mean_of_finite_values():
+    assert trial_score([0.0, 0.5, 1.0]) == 0.5
+    assert trial_score([0.25, float("nan"), None, 0.75]) == 0.5
+    assert math.isnan(trial_score([]))
+
+
+def test_best_point_by_mean_over_iterations_not_last_value():
+    trials = [{"params": {"w": 0.01}, "history": [0.0, 0.0, 0.5]},   # mean 0.167, best last value
+              {"params": {"w": 0.1}, "history": [0.25, 0.25, 0.25]},  # mean 0.25
+              {"params": {"w": 0.0}, "history": []}]                  # no metric: ranked last, unscored
+    sel = rank_trials(trials)
+    assert sel["best"] == {"w": 0.1} and sel["informative"] and sel["tied"] == [{"w": 0.1}]
+    assert [r["params"]["w"] for r in sel["ranking"]] == [0.1, 0.01, 0.0]
+    assert "best: w=0.1" in ranking_text(sel)
+
+
+def test_all_zero_sweep_is_a_tie_not_a_selection():
+    trials = [{"params": {"w": w}, "history": [0.0, 0.0]} for w in (0.0, 0.01, 0.1)]
+    sel = rank_trials(trials)
+    assert not sel["informative"] and len(sel["tied"]) == 3
+    assert "3 points tie" in ranking_text(sel)
+    none = rank_trials([{"params": {"w": 1}, "history": []}])
+    assert none["best"] is None and "nothing selected" in ranking_text(none)
