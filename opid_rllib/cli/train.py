@@ -285,7 +285,7 @@ def _write_sweep_selection(cfg, grid, output: str, metric: str = "opid/success_r
     """
     from opid_rllib.sweep_select import rank_trials, ranking_text
 
-    searched = [k for k, v in vars(cfg).items() if isinstance(v, dict) and "grid_search" in v]
+    searched = _searched_keys(cfg)
     trials = []
     for r in grid:
         df = r.metrics_dataframe
@@ -293,7 +293,7 @@ def _write_sweep_selection(cfg, grid, output: str, metric: str = "opid/success_r
         trials.append({"params": {k: (r.config or {}).get(k) for k in searched}, "history": history,
                        "path": r.path})
     sel = rank_trials(trials, metric)
-    sel["trials"] = [{"params": t["params"], "path": t["path"], "history": t["history"]} for t in trials]
+    sel["trials"] = trials
     with open(os.path.join(output, "sweep.json"), "w") as f:
         json.dump(sel, f, indent=1, default=str)
     print(ranking_text(sel))
@@ -360,8 +360,13 @@ def _jsonable(result: dict) -> dict:
     return out
 
 
+def _searched_keys(cfg) -> list[str]:
+    """Config fields set to a Tune grid (`tune.grid_search(...)`)."""
+    return [k for k, v in vars(cfg).items() if isinstance(v, dict) and "grid_search" in v]
+
+
 def _has_search_space(cfg) -> bool:
-    return any(isinstance(v, dict) and "grid_search" in v for v in vars(cfg).values())
+    return bool(_searched_keys(cfg))
 
 
 def _get(d, path, default=float("nan")):
