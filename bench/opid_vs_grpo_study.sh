@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Issue 13's protocol from one skill-literate base: the package's Tune sweep over both skill weights (selected
-# on training success, never on the unseen panel), then GRPO, OPID at the reference weights, OPID at the
-# selected weights, OPID with shuffled skills and OPID without step skills, same budget, scored on all
-# 126 valid_unseen games with no analyzer and no skills.
+# on the held-out valid_seen panel, or on training success with SELECT=, never on the unseen panel), then GRPO,
+# OPID at the reference weights, OPID at the selected weights, OPID with shuffled skills and OPID without step
+# skills, same budget, scored on all 126 valid_unseen games with no analyzer and no skills.
 #
 #   bash bench/opid_vs_grpo_study.sh BASE [OUT_DIR]     # BASE: e.g. runs/skill_literate/stage3
 #   SEEDS=0,1,2 ARMS=all bash bench/opid_vs_grpo_study.sh BASE     # the issue's 3 seeds
+#   SELECT= bash bench/opid_vs_grpo_study.sh BASE                  # select on training success instead
 #
-# A sweep whose points tie at the best training success (a policy that never wins ties at 0) does not
-# select: the study then takes the largest tied weights and says so (with no outcome signal the update is the
-# skill term against the entropy and KL terms, and the weight sets that share).
+# Points that tie at the best score (a policy that never wins ties at 0 training success; on valid_seen
+# several points can tie too) do not select: the study then takes the largest tied weights and says so (with
+# no outcome signal the update is the skill term against the entropy and KL terms, and the weight sets its size).
 set -euo pipefail
 BASE=${1:?usage: bench/opid_vs_grpo_study.sh BASE [OUT_DIR]}
 OUT=${2:-runs/study}
@@ -18,11 +19,13 @@ SEEDS=${SEEDS:-0}
 GRID=${GRID:-0.01,0.1}
 SWEEP_ITERS=${SWEEP_ITERS:-2}
 ITERS=${ITERS:-6}
+SELECT=${SELECT-alfworld/valid_seen@v1}
 MB=${MINIBATCH:-32}
 SIZES=(--max-steps 15 --minibatch-size "$MB")
 mkdir -p "$OUT"
 [ -f "$OUT/sweep/sweep.json" ] || "$PY" tuned_examples/alfworld_opid_weight_sweep.py --model "$BASE" \
-  --weight-grid "$GRID" "${SIZES[@]}" --stop-iters "$SWEEP_ITERS" --num-cpus 2 --verbose 1 --output "$OUT/sweep"
+  --weight-grid "$GRID" "${SIZES[@]}" --stop-iters "$SWEEP_ITERS" --num-cpus 2 --verbose 1 --output "$OUT/sweep" \
+  ${SELECT:+--select-panel "$SELECT" --select-max-steps 30}
 W=$("$PY" - "$OUT/sweep/sweep.json" <<'EOF'
 import json, sys
 sel = json.load(open(sys.argv[1]))

@@ -18,7 +18,7 @@ def trial_score(history: list[float]) -> float:
     return sum(vals) / len(vals) if vals else float("nan")
 
 
-def rank_trials(trials: list[dict], metric: str = "opid/success_rate") -> dict:
+def rank_trials(trials: list[dict], metric: str = "opid/success_rate", scope: str = "mean over iterations") -> dict:
     """Rank trials ({"params": {...}, "history": [metric per iteration]}) by mean metric, best first.
 
     `tied` lists every point whose score equals the best one; `informative` is False when more than one
@@ -30,7 +30,7 @@ def rank_trials(trials: list[dict], metric: str = "opid/success_rate") -> dict:
     unscored = [r for r in rows if math.isnan(r["score"])]
     best = scored[0]["score"] if scored else float("nan")
     tied = [r["params"] for r in scored if r["score"] == best]
-    return {"metric": metric, "scope": "mean over iterations", "ranking": scored + unscored,
+    return {"metric": metric, "scope": scope, "ranking": scored + unscored,
             "best": scored[0]["params"] if scored else None, "tied": tied, "informative": len(tied) == 1}
 
 

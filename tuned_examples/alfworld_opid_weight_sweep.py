@@ -8,8 +8,12 @@
 The reference scripts use 0.001 for both; the default grid brackets it by decades, and 0 switches a term off.
 `--weight-grid` sets the values both weights take (the grid is their product). Any opid-train flag given
 (`--model`, `--max-steps`, `--lr`, ...) overrides the CPU sizes below. When the sweep ends, its points are
-ranked by training success averaged over iterations (OUTPUT/sweep.json; ties are reported as ties): the
-selection never looks at an evaluation panel.
+ranked by training success averaged over iterations (OUTPUT/sweep.json; ties are reported as ties), or, with
+`--select-panel alfworld/valid_seen@v1`, by each point's final policy on that held-out panel (the unseen panel
+results are reported on is refused):
+
+    python tuned_examples/alfworld_opid_weight_sweep.py --weight-grid 0.01,0.1 --model runs/base \
+        --select-panel alfworld/valid_seen@v1 --select-max-steps 30 --output runs/sweep
 """
 
 import argparse

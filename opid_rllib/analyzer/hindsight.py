@@ -160,12 +160,18 @@ def _elide(actions: list[str]) -> list[str]:
     return actions[:half] + ["..."] + actions[-half:]
 
 
+def _is_local_path(value: Any) -> bool:
+    """An absolute file path (ALFWorld's `gamefile`): bookkeeping, not advice, and it names this machine's
+    cache folder, so a skill quoting it would differ between machines (and so would a warm start trained on it)."""
+    return isinstance(value, str) and (value.startswith(("/", "~")) or value[1:3] in (":\\", ":/"))
+
+
 def _hints(ground_truth: dict[str, Any]) -> list[str]:
     """Generic key/value hints from env facts (target attributes, gold answers, ...)."""
     out: list[str] = []
     for key in sorted(ground_truth)[:MAX_HINTS]:
         value = ground_truth[key]
-        if value is None or value == "" or value == [] or value == {}:
+        if value is None or value == "" or value == [] or value == {} or _is_local_path(value):
             continue
         if isinstance(value, dict):
             text = "; ".join(f"{k}: {v}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0])))

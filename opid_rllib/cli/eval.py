@@ -14,12 +14,10 @@ import argparse
 import sys
 from typing import Sequence
 
-from opid_rllib.eval.panel import ENV_DEFAULTS, ENV_NAMES, EvalError
+from opid_rllib.eval.panel import ENV_DEFAULTS, ENV_NAMES, MAIN_PANELS, EvalError
 from opid_rllib.generation.base import BACKENDS
 from opid_rllib.presets import model_default
 
-# Each env's main evaluation panel (the paper's table), used when --panel is not given.
-MAIN_PANELS = {"alfworld": "alfworld/valid_unseen@v1", "webshop": "webshop/test@v1", "searchqa": "searchqa/test@v1"}
 DEFAULT_MAX_NEW_TOKENS = 256
 
 

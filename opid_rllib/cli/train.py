@@ -27,7 +27,7 @@ PROGRESS_COLUMNS = {
 
 # Flags that must be >= 1 when given (checked before any config or Ray work).
 _POSITIVE = ("group_size", "tasks_per_iter", "max_steps", "max_new_tokens", "stop_iters", "num_samples",
-             "minibatch_size")
+             "minibatch_size", "select_episodes", "select_max_steps")
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -105,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--checkpoint-freq", type=int, default=0, help="checkpoint every N iterations (0: never)")
     g.add_argument("--checkpoint-at-end", action="store_true", help="checkpoint after the last iteration")
     g.add_argument("--num-samples", type=int, default=1, help="Tune: trials per point of a config's search space")
+    g.add_argument("--select-panel", default=None,
+                   help="sweeps: rank the points by their final policy's success on this held-out panel (e.g. "
+                        "alfworld/valid_seen@v1; implies --checkpoint-at-end) instead of training success")
+    g.add_argument("--select-episodes", type=int, default=None, help="play only the first N games of --select-panel")
+    g.add_argument("--select-max-steps", type=int, default=None,
+                   help="step cap on --select-panel (default: the env's evaluation cap, as opid-eval)")
     g.add_argument("--num-env-runners", type=int, default=None,
                    help="remote env runners (default: the config's, 0 = sample in the driver)")
     g.add_argument("--num-learners", type=int, default=None,
@@ -241,7 +247,7 @@ def run_experiment(cfg, args=None) -> int:
         from opid_rllib.memory_plan import print_config_plan
 
         return print_config_plan(cfg)
-    err = check_args(args) or check_config(cfg)
+    err = check_args(args) or check_config(cfg) or _selection_error(cfg, args)
     if err:  # before Ray starts and before --output is created
         print(f"opid-train: error: {err}", file=sys.stderr)
         return 2
@@ -265,34 +271,56 @@ def run_experiment(cfg, args=None) -> int:
                 # Skill dumps live in the trial's working dir: copy them to --output too.
                 sync_config=tune.SyncConfig(sync_artifacts=True),
                 checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=args.checkpoint_freq,
-                                                        checkpoint_at_end=args.checkpoint_at_end)))
+                                                        checkpoint_at_end=args.checkpoint_at_end
+                                                        or bool(args.select_panel))))
         grid = tuner.fit()
         errors = [r.error for r in grid if r.error]
         for r in grid:
             print(f"trial {r.path}: success_rate={_get(r.metrics, 'opid/success_rate')} "
                   f"checkpoint={r.checkpoint.path if r.checkpoint else None}")
         if _has_search_space(cfg):
-            _write_sweep_selection(cfg, grid, output)
+            _write_sweep_selection(cfg, grid, output, args)
         return 1 if errors else 0
     finally:
         ray.shutdown()
 
 
-def _write_sweep_selection(cfg, grid, output: str, metric: str = "opid/success_rate") -> dict:
-    """Rank a sweep's points by training success (mean over iterations) into OUTPUT/sweep.json.
+def _selection_error(cfg, args) -> str | None:
+    """--select-panel: only on a sweep, never the reported panel, a known panel of the config's env."""
+    if not getattr(args, "select_panel", None):
+        return None
+    if not _has_search_space(cfg):
+        return "--select-panel: only for a sweep (a config with tune.grid_search); a single run has nothing to select"
+    from opid_rllib.sweep_panel import selection_panel_error
 
-    Selection is on training success, never on an evaluation panel; a tie is written as a tie.
+    return selection_panel_error(args.select_panel, cfg.env)
+
+
+def _write_sweep_selection(cfg, grid, output: str, args=None, metric: str = "opid/success_rate") -> dict:
+    """Rank a sweep's points into OUTPUT/sweep.json: by training success (mean over iterations), or with
+    --select-panel by each final policy's success on that held-out panel. A tie is written as a tie.
     """
     from opid_rllib.sweep_select import rank_trials, ranking_text
 
     searched = _searched_keys(cfg)
+    panel = getattr(args, "select_panel", None)
     trials = []
     for r in grid:
         df = r.metrics_dataframe
         history = [] if df is None or metric not in df else [float(v) for v in df[metric]]
         trials.append({"params": {k: (r.config or {}).get(k) for k in searched}, "history": history,
-                       "path": r.path})
-    sel = rank_trials(trials, metric)
+                       "path": r.path, "checkpoint": r.checkpoint.path if r.checkpoint else None})
+    if panel:
+        from opid_rllib.sweep_panel import metric_name, score_trial
+
+        for t, r in zip(trials, grid):
+            t["training_history"] = t["history"]
+            t["selection"] = score_trial(t, r.config or {}, panel, episodes=args.select_episodes,
+                                         max_steps=args.select_max_steps)
+            print(f"selection panel {panel}: {t['params']} -> {t['selection'].get('table', t['selection'])}")
+        sel = rank_trials(trials, metric_name(panel), scope="final policy on the selection panel")
+    else:
+        sel = rank_trials(trials, metric)
     sel["trials"] = trials
     with open(os.path.join(output, "sweep.json"), "w") as f:
         json.dump(sel, f, indent=1, default=str)

@@ -40,6 +40,8 @@ ENV_NAMES = ("alfworld", "webshop", "searchqa")
 
 # Reference settings per env when a caller does not give them (opid_reference.md section 7):
 # ALFWorld 30 steps / history 5, WebShop 15 / 2, search-QA 4 turns (history shows all of them).
+# Each env's main evaluation panel (the paper's table): opid-eval's default, never a sweep's selection panel.
+MAIN_PANELS = {"alfworld": "alfworld/valid_unseen@v1", "webshop": "webshop/test@v1", "searchqa": "searchqa/test@v1"}
 ENV_DEFAULTS = {"alfworld": {"max_steps": 30, "history_length": 5},
                 "webshop": {"max_steps": 15, "history_length": 2},
                 "searchqa": {"max_steps": 4, "history_length": 4}}

@@ -19,7 +19,8 @@ W = 0.5  # a large weight so the teacher term is visible next to the outcome ter
 
 @pytest.fixture(scope="module")
 def setup():
-    cfg = tiny_config(group_size=2, tasks_per_iter=2, max_steps=3, max_step_skills_per_traj=1,
+    # max_prompt_len fits every skill prompt of these rollouts (a cut one gets no teacher term: tested below)
+    cfg = tiny_config(group_size=2, tasks_per_iter=2, max_steps=3, max_step_skills_per_traj=1, max_prompt_len=2048,
                       episode_skill_adv_weight=W, step_skill_adv_weight=W)
     runner = GroupedTextEnvRunner(config=cfg)
     episodes = runner.sample_groups(list(runner._make_env(0).task_ids()[:2]), seed=3)
@@ -76,6 +77,35 @@ def test_failed_analysis_falls_back_to_plain_grpo(setup):
     assert not t.use_episode[:k].any() and not t.use_step[:k].any()
     mask = out["response_mask"][:k].numpy()
     np.testing.assert_array_equal(out["advantages"][:k].numpy(), t.outcome_adv[:k, None] * mask)
+
+
+class _Metrics:
+    def __init__(self):
+        self.values = {}
+
+    def log_value(self, key, value, **kw):
+        self.values["/".join(key)] = value
+
+
+def test_a_cut_skill_prompt_falls_back_to_grpo_and_is_counted(setup):
+    """A skill prompt over max_prompt_len is left-truncated (task line lost): its Delta would measure more
+    than the skill, so the row gets no teacher term, and the count reaches the metrics."""
+    cfg, episodes, module = setup
+    eps = copy.deepcopy(episodes)
+    limit = int(module.model_config["max_prompt_len"])
+    eps[0].custom_data["opid"]["skills"] = {"episode_skill": "stay on task " * limit, "step_skills": {},
+                                            "error": None}
+    shared, batch, metrics = {}, {}, _Metrics()
+    for piece in opid_learner_connectors(cfg):
+        batch = piece(rl_module=module, batch=batch, episodes=eps, shared_data=shared, metrics=metrics)
+    out, t = batch["default_policy"], shared[SAMPLES]
+    k = len(eps[0])
+    assert not any(module.encode_prompts([p])[1][0] for p in t.prompt[:k])  # the plain prompts fit
+    assert not t.use_episode[:k].any() and all(lp is None for lp in t.logp_ep[:k])
+    mask = out["response_mask"][:k].numpy()
+    np.testing.assert_array_equal(out["advantages"][:k].numpy(), t.outcome_adv[:k, None] * mask)
+    assert metrics.values["opid/teacher_prompt_truncations"] == k
+    assert t.use_episode[k:].any() or t.use_step[k:].any()  # the other episodes keep their teacher term
 
 
 def test_grpo_weights_zero_means_no_rescoring(setup):

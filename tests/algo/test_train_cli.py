@@ -38,6 +38,8 @@ def _run(fn, *a) -> tuple[int, str, str]:
     (["--minibatch-size", "0"], "--minibatch-size 0: must be >= 1"),
     (["--episode-skill-adv-weight", "-1"], "episode_skill_adv_weight=-1.0: must be >= 0"),
     (["--analyzer", "gpt"], "argument --analyzer: invalid choice: 'gpt'"),
+    (["--select-panel", "alfworld/valid_seen@v1"], "--select-panel: only for a sweep"),
+    (["--select-episodes", "0"], "--select-episodes 0: must be >= 1"),
 ])
 def test_bad_input_is_one_line_before_ray(tmp_path, argv, says):
     out_dir = tmp_path / "run"
@@ -128,6 +130,32 @@ def test_a_tuned_example_refuses_flags_its_file_fixes(tmp_path, flag):
     rc, _, stderr = _run(run_experiment, OPIDConfig().environment("alfworld"), [*flag, "--output", str(tmp_path / "r")])
     assert rc == 2 and stderr.startswith(f"opid-train: error: {flag[0]}: set by the tuned example")
     assert not ray.is_initialized() and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("panel, says", [
+    ("alfworld/valid_unseen@v1", "--select-panel alfworld/valid_unseen@v1: that is the panel results are reported on"),
+    ("webshop/test@v1", "--select-panel 'webshop/test@v1' is a 'webshop' panel but --env is 'alfworld'"),
+    ("alfworld/nosuch@v1", "--select-panel 'alfworld/nosuch@v1': unknown panel"),
+])
+def test_a_sweep_never_selects_on_the_reported_panel(tmp_path, panel, says):
+    import runpy
+
+    cfg = runpy.run_path(str(ROOT / "tuned_examples" / "alfworld_opid_weight_sweep.py"), run_name="x")["config"]
+    rc, _, stderr = _run(run_experiment, cfg, ["--select-panel", panel, "--output", str(tmp_path / "r")])
+    assert rc == 2 and stderr.startswith("opid-train: error: ") and says in stderr, stderr
+    assert not ray.is_initialized() and not (tmp_path / "r").exists()
+
+
+def test_a_trial_without_checkpoint_is_unscored_not_fatal():
+    from opid_rllib.sweep_panel import score_trial, selection_panel_error
+
+    assert selection_panel_error("alfworld/valid_seen@v1", "alfworld") is None
+    trial = {"params": {"w": 1}, "history": [0.5], "path": "/nonexistent", "checkpoint": None}
+    out = score_trial(trial, {}, "alfworld/valid_seen@v1")
+    assert trial["history"] == [] and "no checkpoint" in out["error"]
+    trial["checkpoint"] = "/nonexistent/checkpoint_000001"  # export fails: recorded, not raised
+    out = score_trial(trial, {}, "alfworld/valid_seen@v1")
+    assert trial["history"] == [] and out["error"].startswith("FileNotFoundError: checkpoint=")
 
 
 def test_the_weight_sweep_grid_comes_from_its_flag():

@@ -85,9 +85,10 @@ def test_tune_grid_over_skill_weights(ray_local, tmp_path):
     assert shares[0.0] == 0.0
 
 
-def test_weight_sweep_example_ranks_its_points_into_sweep_json(tmp_path):
-    """The package's sweep example, as a user runs it: a grid from --weight-grid, flags on top, and the
-    training-success ranking (sweep.json) with each trial's searched weights."""
+def test_weight_sweep_example_ranks_its_points_on_a_held_out_panel(tmp_path):
+    """The package's sweep example, as a user runs it: a grid from --weight-grid, flags on top, every point's
+    final policy exported and played on the held-out panel (--select-panel), and sweep.json ranking the points
+    by that success while keeping each trial's searched weights and training-success curve."""
     import subprocess
     import sys
 
@@ -96,16 +97,20 @@ def test_weight_sweep_example_ranks_its_points_into_sweep_json(tmp_path):
     p = subprocess.run([sys.executable, os.path.join(root, "tuned_examples", "alfworld_opid_weight_sweep.py"),
                         "--weight-grid", "0.01", "--stop-iters", "1", "--max-steps", "2", "--tasks-per-iter", "1",
                         "--group-size", "2", "--max-new-tokens", "8", "--num-cpus", "2", "--verbose", "0",
-                        "--output", str(tmp_path)], capture_output=True, text=True, env=env, timeout=600)
+                        "--select-panel", "alfworld/valid_seen@v1", "--select-episodes", "2", "--select-max-steps", "2",
+                        "--output", str(tmp_path)], capture_output=True, text=True, env=env, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     sel = json.load(open(tmp_path / "sweep.json"))
+    assert sel["metric"] == "alfworld/valid_seen@v1 success % (All)" and len(sel["ranking"]) == 1
     points = sorted((t["params"]["episode_skill_adv_weight"], t["params"]["step_skill_adv_weight"])
                     for t in sel["trials"])
     assert points == [(0.01, 0.01)]  # a one-point grid: the product of grids is checked in test_train_cli
-    assert all(len(t["history"]) == 1 and 0.0 <= t["history"][0] <= 1.0 for t in sel["trials"])
-    assert sel["metric"] == "opid/success_rate" and len(sel["ranking"]) == 1
-    assert sel["informative"] == (len(sel["tied"]) == 1)
-    assert "sweep ranking by opid/success_rate" in p.stdout
+    for t in sel["trials"]:
+        assert len(t["training_history"]) == 1 and 0.0 <= t["training_history"][0] <= 1.0
+        assert t["selection"]["episodes"] == 2 and "error" not in t["selection"], t["selection"]
+        assert t["history"] == [t["selection"]["table"]["All"]] and t["history"][0] in (0.0, 50.0, 100.0)
+        assert os.path.isfile(os.path.join(t["path"], "selection_policy", "config.json"))
+    assert sel["informative"] and "sweep ranking by alfworld/valid_seen@v1" in p.stdout
 
 
 def test_checkpoint_resume_restores_weights_optimizer_and_task_stream(tmp_path):

@@ -62,6 +62,17 @@ def test_no_expert_uses_loops_admissibility_and_ground_truth():
     assert "expert" not in s.episode_skill
 
 
+def test_skills_never_quote_a_local_path():
+    """ALFWorld's ground truth names its game file under this machine's cache: a skill quoting it would
+    differ between machines (and so would a warm start trained on such skills)."""
+    texts = []
+    for home in ("/root/.cache", "/home/ci/.cache"):
+        gt = {"gamefile": f"{home}/opid_rllib/alfworld/v1/train/pick-Mug/game.tw-pddl", "object_target": "Mug"}
+        s = HindsightAnalyzer().analyze(make_traj(FAILURE_ROWS, success=False, ground_truth=gt))
+        texts.append(json.dumps([s.episode_skill, s.step_skills, s.episode_summary]))
+    assert texts[0] == texts[1] and ".cache" not in texts[0] and "object target = Mug" in texts[0]
+
+
 def test_webshop_success_drops_paging_and_abandoned_search():
     rows = [("search[red shoes]", "results", None, True), ("click[next >]", "page 2", None, True),
             ("click[back to search]", "search page", None, True), ("search[red running shoes size 9]", "r", None, True),
