@@ -288,6 +288,9 @@ def run_experiment(cfg, args=None) -> int:
 def _selection_error(cfg, args) -> str | None:
     """--select-panel: only on a sweep, never the reported panel, a known panel of the config's env."""
     if not getattr(args, "select_panel", None):
+        for name in ("select_episodes", "select_max_steps"):
+            if getattr(args, name, None) is not None:
+                return f"--{name.replace('_', '-')}: sizes the --select-panel play; give --select-panel too"
         return None
     if not _has_search_space(cfg):
         return "--select-panel: only for a sweep (a config with tune.grid_search); a single run has nothing to select"

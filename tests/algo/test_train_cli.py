@@ -40,6 +40,7 @@ def _run(fn, *a) -> tuple[int, str, str]:
     (["--analyzer", "gpt"], "argument --analyzer: invalid choice: 'gpt'"),
     (["--select-panel", "alfworld/valid_seen@v1"], "--select-panel: only for a sweep"),
     (["--select-episodes", "0"], "--select-episodes 0: must be >= 1"),
+    (["--select-max-steps", "30"], "--select-max-steps: sizes the --select-panel play; give --select-panel too"),
 ])
 def test_bad_input_is_one_line_before_ray(tmp_path, argv, says):
     out_dir = tmp_path / "run"
