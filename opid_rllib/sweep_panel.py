@@ -1,6 +1,7 @@
-"""Score a finished sweep's points on a *selection* panel (e.g. ALFWorld `valid_seen`), not on training success.
+"""Choose a finished sweep's point into OUTPUT/sweep.json: by training success (`sweep_select`), or by each
+point's final policy on a *selection* panel (e.g. ALFWorld `valid_seen`).
 
-Why: a policy that rarely wins scores 0 on every point's training batches, so training success cannot tell the
+Why a panel: a policy that rarely wins scores 0 on every point's training batches, so training success cannot tell the
 points apart (`sweep_select` reports the tie). Playing each trial's final policy on a held-out selection panel
 gives every point a score of its own. The env's main panel (the one results are reported on, e.g.
 `alfworld/valid_unseen@v1`) is refused: selection never sees the numbers the study reports.
@@ -9,11 +10,26 @@ A trial whose evaluation fails is left unscored (and says why); it never stops t
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 # The trial config's rollout settings the selection panel is played with (the policy's own prompt layout).
 _LLM_SETTINGS = ("history_length", "max_prompt_len", "max_new_tokens", "dtype", "generation_backend")
+
+
+def selection_args_error(panel: str | None, episodes: int | None, max_steps: int | None, *, is_sweep: bool,
+                         env: str) -> str | None:
+    """One-line error for --select-* flags that cannot work: sizes without a panel, a panel without a grid,
+    or a panel that cannot select for `env`."""
+    if not panel:
+        for flag, v in (("--select-episodes", episodes), ("--select-max-steps", max_steps)):
+            if v is not None:
+                return f"{flag}: sizes the --select-panel play; give --select-panel too"
+        return None
+    if not is_sweep:
+        return "--select-panel: only for a sweep (a config with tune.grid_search); a single run has nothing to select"
+    return selection_panel_error(panel, env)
 
 
 def selection_panel_error(panel: str, env: str) -> str | None:
@@ -61,3 +77,32 @@ def score_trial(trial: dict, config: dict, panel: str, *, episodes: int | None =
     table = res["table"]
     trial["history"] = [table["success_pct"]["All"]]
     return {"panel": panel, "episodes": table["n"]["All"], "table": table["success_pct"]}
+
+
+def write_selection(grid, searched: list[str], output: str, *, panel: str | None = None, episodes: int | None = None,
+                    max_steps: int | None = None, metric: str = "opid/success_rate") -> dict:
+    """Rank a Tune ResultGrid's points into OUTPUT/sweep.json: by `metric` (mean over iterations), or with a
+    panel by each final policy's success there (training curves kept as `training_history`). A tie is a tie."""
+    from opid_rllib.sweep_select import rank_trials, ranking_text
+
+    trials = []
+    for r in grid:
+        df = r.metrics_dataframe
+        history = [] if df is None or metric not in df else [float(v) for v in df[metric]]
+        trials.append({"params": {k: (r.config or {}).get(k) for k in searched}, "history": history,
+                       "path": r.path, "checkpoint": r.checkpoint.path if r.checkpoint else None})
+    if panel:
+        for t, r in zip(trials, grid):
+            t["training_history"] = t["history"]
+            t["selection"] = score_trial(t, r.config or {}, panel, episodes=episodes, max_steps=max_steps)
+            print(f"selection panel {panel}: {t['params']} -> {t['selection'].get('table', t['selection'])}")
+        sel = rank_trials(trials, metric_name(panel), scope="final policy on the selection panel")
+    else:
+        sel = rank_trials(trials, metric)
+    sel["trials"] = trials
+    path = os.path.join(output, "sweep.json")
+    with open(path, "w") as f:
+        json.dump(sel, f, indent=1, default=str)
+    print(ranking_text(sel))
+    print(f"wrote {path}")
+    return sel

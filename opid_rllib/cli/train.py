@@ -279,57 +279,13 @@ def run_experiment(cfg, args=None) -> int:
             print(f"trial {r.path}: success_rate={_get(r.metrics, 'opid/success_rate')} "
                   f"checkpoint={r.checkpoint.path if r.checkpoint else None}")
         if _has_search_space(cfg):
-            _write_sweep_selection(cfg, grid, output, args)
+            from opid_rllib.sweep_panel import write_selection
+
+            write_selection(grid, _searched_keys(cfg), output, panel=args.select_panel,
+                            episodes=args.select_episodes, max_steps=args.select_max_steps)
         return 1 if errors else 0
     finally:
         ray.shutdown()
-
-
-def _selection_error(cfg, args) -> str | None:
-    """--select-panel: only on a sweep, never the reported panel, a known panel of the config's env."""
-    if not getattr(args, "select_panel", None):
-        for name in ("select_episodes", "select_max_steps"):
-            if getattr(args, name, None) is not None:
-                return f"--{name.replace('_', '-')}: sizes the --select-panel play; give --select-panel too"
-        return None
-    if not _has_search_space(cfg):
-        return "--select-panel: only for a sweep (a config with tune.grid_search); a single run has nothing to select"
-    from opid_rllib.sweep_panel import selection_panel_error
-
-    return selection_panel_error(args.select_panel, cfg.env)
-
-
-def _write_sweep_selection(cfg, grid, output: str, args=None, metric: str = "opid/success_rate") -> dict:
-    """Rank a sweep's points into OUTPUT/sweep.json: by training success (mean over iterations), or with
-    --select-panel by each final policy's success on that held-out panel. A tie is written as a tie.
-    """
-    from opid_rllib.sweep_select import rank_trials, ranking_text
-
-    searched = _searched_keys(cfg)
-    panel = getattr(args, "select_panel", None)
-    trials = []
-    for r in grid:
-        df = r.metrics_dataframe
-        history = [] if df is None or metric not in df else [float(v) for v in df[metric]]
-        trials.append({"params": {k: (r.config or {}).get(k) for k in searched}, "history": history,
-                       "path": r.path, "checkpoint": r.checkpoint.path if r.checkpoint else None})
-    if panel:
-        from opid_rllib.sweep_panel import metric_name, score_trial
-
-        for t, r in zip(trials, grid):
-            t["training_history"] = t["history"]
-            t["selection"] = score_trial(t, r.config or {}, panel, episodes=args.select_episodes,
-                                         max_steps=args.select_max_steps)
-            print(f"selection panel {panel}: {t['params']} -> {t['selection'].get('table', t['selection'])}")
-        sel = rank_trials(trials, metric_name(panel), scope="final policy on the selection panel")
-    else:
-        sel = rank_trials(trials, metric)
-    sel["trials"] = trials
-    with open(os.path.join(output, "sweep.json"), "w") as f:
-        json.dump(sel, f, indent=1, default=str)
-    print(ranking_text(sel))
-    print(f"wrote {os.path.join(output, 'sweep.json')}")
-    return sel
 
 
 def _run_no_tune(cfg, args, output) -> int:
@@ -389,6 +345,13 @@ def _jsonable(result: dict) -> dict:
         elif isinstance(v, (int, float, str, bool)) or v is None:
             out[k] = v
     return out
+
+
+def _selection_error(cfg, args) -> str | None:
+    from opid_rllib.sweep_panel import selection_args_error
+
+    return selection_args_error(getattr(args, "select_panel", None), getattr(args, "select_episodes", None),
+                                getattr(args, "select_max_steps", None), is_sweep=_has_search_space(cfg), env=cfg.env)
 
 
 def _searched_keys(cfg) -> list[str]:
