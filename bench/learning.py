@@ -10,7 +10,8 @@ base model plays the same panel once per seed, so every row can be read against 
 
 Variants are presets with optional overrides: `opid`, `grpo`, `no_episode_skill`, `additive`,
 `opid:w=0.1` (both skill weights 0.1), `opid:w_ep=0.01+w_step=0.1+lr=3e-4`,
-`opid:w=0.1+normalize_teacher_adv=true` (any OPIDConfig setting; `+` joins overrides, `,` variants).
+`opid:w=0.1+normalize_teacher_adv=true` (any OPIDConfig setting; `+` joins overrides, `,` variants),
+`opid:w_step=1+analyzer.on_plan_step_skills=3` (`analyzer.KEY` goes to analyzer_config).
 
 Printed and written to --out: the paper-format table (Pick, Look, Clean, Heat, Cool, Pick2, Avg, All)
 as mean +- std over seeds, paired OPID-minus-GRPO differences per seed, training success vs iteration,
@@ -29,6 +30,9 @@ import os
 import statistics
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # learning_report, also when imported by path
+from learning_report import delta_text, paired_text, plot, run_seconds, summary, table_text  # noqa: E402
 
 SHORTHANDS = {"w": ("episode_skill_adv_weight", "step_skill_adv_weight"), "w_ep": ("episode_skill_adv_weight",),
               "w_step": ("step_skill_adv_weight",)}
@@ -56,6 +60,9 @@ def parse_variant(spec: str) -> tuple[str, dict]:
                 value = int(val) if val.lstrip("-").isdigit() else float(val)
             except ValueError:
                 raise SystemExit(f"--variants: {item!r}: value must be a number or true/false") from None
+        if key.startswith("analyzer."):
+            over.setdefault("analyzer_config", {})[key[len("analyzer."):]] = value
+            continue
         for k in SHORTHANDS.get(key, (key,)):
             over[k] = value
     return name, over
@@ -171,62 +178,6 @@ def cached(path: str, fn):
     return out
 
 
-def mean_std(v: list[float]) -> str:
-    return "-" if not v else f"{statistics.mean(v):.1f}+-{statistics.pstdev(v):.1f}"
-
-
-def table_text(rows: dict[str, list[dict]]) -> str:
-    cols = next(iter(rows.values()))[0]["columns"]
-    lines = [f"{'variant':<22}" + "".join(f"{c:>12}" for c in cols)]
-    for label, tables in rows.items():
-        cells = [mean_std([t["success_pct"][c] for t in tables if t["success_pct"][c] is not None]) for c in cols]
-        lines.append(f"{label:<22}" + "".join(f"{c:>12}" for c in cells))
-    return "\n".join(lines)
-
-
-def paired_text(runs: list[dict], baseline: str) -> str:
-    """Per-seed difference (variant - baseline) on All: the comparison the claim is about."""
-    lines = []
-    for v in dict.fromkeys(r["variant"] for r in runs):
-        if v == baseline:
-            continue
-        d = paired_diffs(runs, v, baseline)
-        if d:
-            lines.append(f"{v} - {baseline} (All, per seed): {', '.join(f'{x:+.1f}' for x in d)}; mean {statistics.mean(d):+.1f}")
-    return "\n".join(lines)
-
-
-def paired_diffs(runs: list[dict], variant: str, baseline: str = "grpo", column: str = "All") -> list[float]:
-    """(variant - baseline) success points on `column`, one per seed both ran (in run order)."""
-    by = {(r["variant"], r["seed"]): r["table"]["success_pct"][column] for r in runs}
-    return [by[(variant, s)] - by[(baseline, s)] for (v, s) in by if v == variant and (baseline, s) in by
-            and by[(variant, s)] is not None and by[(baseline, s)] is not None]
-
-
-def paired_mean(runs: list[dict], variant: str, baseline: str = "grpo", column: str = "All") -> float | None:
-    """Mean over the seeds both ran of (variant - baseline) success points on `column`; None if none."""
-    d = paired_diffs(runs, variant, baseline, column)
-    return statistics.mean(d) if d else None
-
-
-def summary(runs: list[dict], opid: str = "opid", shuffled: str = "opid_shuffled") -> dict:
-    """The figures the README quotes: OPID and the shuffled-skills control (the variants named) minus GRPO,
-    success points on All, mean over seeds; plus every other variant's difference."""
-    out = {"opid_minus_grpo_all": paired_mean(runs, opid), "shuffled_minus_grpo_all": paired_mean(runs, shuffled),
-           "opid_variant": opid, "shuffled_variant": shuffled}
-    out["minus_grpo_all_by_variant"] = {v: paired_mean(runs, v) for v in dict.fromkeys(r["variant"] for r in runs)
-                                        if v != "grpo"}
-    return out
-
-
-def run_seconds(runs: list[dict]) -> dict:
-    """Training and panel seconds per run and in all (from each run's own record, so a report that only
-    reads the cache still says what the study cost)."""
-    per = {f"{r['variant']} s{r['seed']}": {"train_s": round(r["train_s"], 1), "eval_s": round(r["eval_s"], 1)}
-           for r in runs}
-    return {"per_run": per, "all_runs_s": round(sum(r["train_s"] + r["eval_s"] for r in runs), 1)}
-
-
 def run_dir_of(args, variant: str, seed: int) -> str:
     return os.path.join(args.out, "runs", f"{variant.replace(':', '_').replace('+', '_')}-s{seed}")
 
@@ -246,65 +197,6 @@ def zero_signal_fraction(run_dir: str) -> float | None:
         same += sum(len(w) == 1 for w in groups.values())
         total += len(groups)
     return same / total if total else None
-
-
-def delta_text(runs: list[dict]) -> str:
-    """Median over iterations and seeds of the Delta statistics and advantage scales, per variant.
-
-    Delta = log pi_old(y | skill prompt) - log pi_old(y | prompt) per response token of the routed steps;
-    |A_out|, |A_ep|, |A_step| = mean absolute outcome / weighted episode-skill / weighted step-skill
-    advantage per response token (all tokens of the batch)."""
-    keys = [("dEp mean", "delta_ep", "token_mean"), ("dEp |.|", "delta_ep", "token_abs_mean"),
-            ("dEp >0", "delta_ep", "token_pos_frac"), ("dStep mean", "delta_step", "token_mean"),
-            ("dStep |.|", "delta_step", "token_abs_mean"), ("dStep >0", "delta_step", "token_pos_frac"),
-            ("|A_out|", "adv", "outcome_abs_mean"), ("|A_ep|", "adv", "episode_teacher_abs_mean"),
-            ("|A_step|", "adv", "step_teacher_abs_mean")]
-    lines = ["variant".ljust(22) + "".join(label.rjust(11) for label, _, _ in keys)]
-    for v in dict.fromkeys(r["variant"] for r in runs):
-        cells = []
-        for _, a, b in keys:
-            xs = [it[a][b] for r in runs if r["variant"] == v for it in r["iters"] if isinstance(it.get(a), dict)
-                  and b in it[a] and it[a][b] == it[a][b]]
-            cells.append(f"{statistics.median(xs):.3g}" if xs else "-")
-        lines.append(v.ljust(22) + "".join(c.rjust(11) for c in cells))
-    return "\n".join(lines)
-
-
-def plot(runs: list[dict], base_tables: list[dict], path: str):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from opid_rllib.report.plots import clip_band, clipped_yerr
-
-    variants = list(dict.fromkeys(r["variant"] for r in runs))
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for v in variants:
-        curves = np.array([[it["train_success"] for it in r["iters"]] for r in runs if r["variant"] == v], float)
-        x = np.arange(1, curves.shape[1] + 1)
-        m, s = np.nanmean(curves, 0), np.nanstd(curves, 0)
-        ax1.plot(x, 100 * m, marker="o", label=v)
-        ax1.fill_between(x, *clip_band(100 * m, 100 * s, 0.0, 100.0), alpha=0.2)  # a rate stays in [0, 100] %
-    ax1.set_xlabel("iteration")
-    ax1.set_ylabel("training-rollout success % (mean +- std over seeds)")
-    ax1.set_title("success vs iteration (train tasks, with exploration)")
-    ax1.legend()
-    labels = ["base"] + variants
-    vals = [[t["success_pct"]["All"] for t in base_tables]] + [
-        [r["table"]["success_pct"]["All"] for r in runs if r["variant"] == v] for v in variants]
-    ax2.bar(labels, [np.mean(x) for x in vals], yerr=clipped_yerr([np.mean(x) for x in vals], [np.std(x) for x in vals]),
-            capsize=4,
-            color=["grey"] + [f"C{i}" for i in range(len(variants))])
-    for i, x in enumerate(vals):
-        ax2.scatter([i] * len(x), x, color="k", s=10, zorder=3)
-    ax2.set_ylabel("valid_unseen success % (no skills)")
-    ax2.set_title("held-out panel after training")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return fig
 
 
 def main(argv=None) -> int:
@@ -414,10 +306,14 @@ def main(argv=None) -> int:
     if args.results:
         per_seed = {v: {str(r["seed"]): r["table"]["success_pct"] for r in runs if r["variant"] == v} for v in variants}
         per_seed["base (no RL)"] = {str(s): t["success_pct"] for s, t in zip(seeds, base_tables)}
+        agreement = {v: {str(r["seed"]): r["table"].get("expert_agreement_pct") for r in runs if r["variant"] == v}
+                     for v in variants}
+        agreement["base (no RL)"] = {str(s): t.get("expert_agreement_pct") for s, t in zip(seeds, base_tables)}
         os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
         with open(args.results, "w") as f:
             json.dump({"command": "python bench/learning.py " + " ".join(sys.argv[1:] if argv is None else argv),
                        "eval_panel": args.eval_panel, "eval_episodes": n_eval, "seeds": seeds, "per_seed": per_seed,
+                       "per_seed_agreement_pct": agreement,
                        "teacher_diagnostics": None if headroom is None else
                        {"panel": args.headroom_panel, "student": headroom["table"]["success_pct"],
                         "teacher": headroom["teacher_table"]["success_pct"], "headroom": headroom["headroom"]},

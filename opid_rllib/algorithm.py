@@ -160,6 +160,21 @@ class OPIDConfig(AlgorithmConfig):
         from opid_rllib.models.lora import lora_errors
 
         errors += lora_errors(self.lora)
+        if self.analyzer in ANALYZER_CHOICES and isinstance(self.analyzer_config, dict):
+            from opid_rllib.analyzer.base import analyzer_options_error
+
+            err = analyzer_options_error(self.analyzer, self.analyzer_config)
+            if "max_step_skills" in self.analyzer_config:
+                err = "max_step_skills is set by max_step_skills_per_traj; remove it from analyzer_config"
+            if not err and self.analyzer == "hindsight":  # offline and cheap: build it once to check the values
+                from opid_rllib.analyzer.base import make_analyzer
+
+                try:
+                    make_analyzer("hindsight", **self.analyzer_config)
+                except ValueError as e:
+                    err = str(e)
+            if err:
+                errors.append(f"analyzer_config: {err}")
         if isinstance(self.analyzer_config, dict) and self.analyzer_config.get("api_key"):
             errors.append("analyzer_config['api_key']: do not put keys in the config (RLlib and Tune write it to "
                           "checkpoints, params.json and results); export OPENAI_API_KEY, or name another "

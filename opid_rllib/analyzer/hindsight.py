@@ -6,7 +6,9 @@ reproducible (same trajectory -> same skills). It uses what the env knows in hin
 - failure: avoidance rules (bad format, inadmissible commands, no-ops, loops, leaving the expert's
   plan) plus the goal, the expert's first moves and ground-truth hints;
 - step skills: the earliest steps where the agent left the expert's plan (expert_actions[0]),
-  answered in a bad format, or (without an expert) looped / issued unusable commands.
+  answered in a bad format, or (without an expert) looped / issued unusable commands; optionally
+  (`on_plan_step_skills`) also steps where it took the expert's move, so the step term can say "this"
+  as well as "not this".
 Action vocabulary hints cover ALFWorld ("go to", "take ... from ...") and WebShop ("search[...]",
 "click[...]"); anything else is treated generically.
 """
@@ -46,6 +48,19 @@ def _imperative(action: str) -> str:
     """'go to fridge 1' reads as a command; 'click[buy now]' needs a verb."""
     a = " ".join(action.split())
     return a if re.match(r"^[a-z][a-z ]*\b", a) and "[" not in a and "<" not in a else f"choose {_quote(a)}"
+
+
+def _keep_sentence(expert_next: str) -> str:
+    """The step skill for a step on the expert's plan (on-plan critical steps, oracle evaluation)."""
+    return f"At this point, {_imperative(expert_next)}."
+
+
+def _keep_rank(f: "_StepFacts") -> tuple[int, int]:
+    """Which right moves to name first: object moves (take, put, heat, ...), then navigation, then opening
+    and closing; earliest first within each. An inspection ('look' at step 0) is never named: the student
+    makes it anyway, so a skill there says nothing (Delta ~ 0)."""
+    a = _norm(f.expert_next)
+    return (2 if _CONTAINER.match(a) else 1 if _NAVIGATE.match(a) else 0), f.step.index
 
 
 def _task_phrase(task: str) -> str:
@@ -191,8 +206,22 @@ class HindsightAnalyzer(Analyzer):
 
     name = "hindsight"
 
-    def __init__(self, max_step_skills: int = 5):
+    def __init__(self, max_step_skills: int = 5, on_plan_step_skills: int = 0):
+        """on_plan_step_skills: how many of the `max_step_skills` slots may go to steps where the agent took
+        the expert's next move (object moves first, see `_keep_rank`), with a skill naming it ("At this point, X.").
+
+        Why: the critical steps below are otherwise all deviations, chosen after seeing the sampled
+        command, so the teacher only lowers what was sampled ("X instead of 'Y'") and never raises the
+        right command, which the student then rarely samples again. A step skill naming the command
+        actually taken gives Delta > 0 there when the teacher reads hints, a dense "keep doing this"
+        inside groups that have no outcome signal. Default 0 keeps the paper's deviation-only reading.
+        Needs the env's expert plan (`expert_actions`): privileged, like the rest of this analyzer."""
         super().__init__(max_step_skills=max_step_skills)
+        if isinstance(on_plan_step_skills, bool) or not isinstance(on_plan_step_skills, int) \
+                or on_plan_step_skills < 0:
+            raise ValueError(f"on_plan_step_skills={on_plan_step_skills!r}: must be an int >= 0 "
+                             "(how many of the max_step_skills slots may name a move the agent got right)")
+        self.on_plan_step_skills = on_plan_step_skills
 
     def _format_rule(self, env_name: str, action: str = "") -> str:
         if "search" in (env_name or "").lower():
@@ -296,7 +325,11 @@ class HindsightAnalyzer(Analyzer):
         return None
 
     def _step_skills(self, traj: TrajectoryRecord, facts: list[_StepFacts], success: bool) -> dict[int, str]:
-        k = self.max_step_skills
+        on_plan = sorted((f for f in facts if f.expert_next and not f.off_plan and not f.invalid_format
+                          and not _INSPECT.match(_norm(f.expert_next))), key=_keep_rank)
+        kept = {f.step.index: _keep_sentence(f.expert_next)
+                for f in on_plan[: min(self.on_plan_step_skills, self.max_step_skills)]}
+        k = self.max_step_skills - len(kept)
         found = [(f.step.index, *r) for f in facts if (r := self._step_skill(traj, f)) is not None]
         # Earliest first, but leave room for plan deviations when format errors are frequent.
         has_plan = any(kind == "plan" for _, kind, _ in found)
@@ -315,7 +348,7 @@ class HindsightAnalyzer(Analyzer):
         last = traj.steps[-1].index
         if not success and hints and len(chosen) < k and last not in chosen and not traj.steps[-1].expert_actions:
             chosen[last] = "Before you commit, make sure the result matches: " + "; ".join(hints) + "."
-        return dict(sorted(chosen.items()))
+        return dict(sorted({**chosen, **kept}.items()))
 
     def _analyze(self, traj: TrajectoryRecord) -> Skills:
         facts = _step_facts(traj)
@@ -345,4 +378,4 @@ def oracle_step_skill(env_name: str, step: StepRecord, previous: Sequence[StepRe
     found = HindsightAnalyzer()._step_skill(traj, _step_facts(traj)[-1])
     if found is not None and found[0] in ("plan", "format"):
         return found[1]
-    return f"At this point, {_imperative(step.expert_actions[0])}."
+    return _keep_sentence(step.expert_actions[0])

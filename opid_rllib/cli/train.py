@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--analyzer", default=None, choices=ANALYZERS,
                    help="who writes the hindsight skills (default: the preset's; openai reads OPENAI_API_KEY, "
                         "OPENAI_BASE_URL, OPENAI_MODEL)")
+    g.add_argument("--analyzer-option", action="append", default=None, metavar="KEY=VALUE",
+                   help="an analyzer_config entry, repeatable (e.g. on_plan_step_skills=3 for the hindsight "
+                        "analyzer); VALUE is read as JSON, else as text")
     g.add_argument("--cpu-example", action="store_true",
                    help="small sizes that run on a laptop CPU (tuned_examples/alfworld_opid_tiny_cpu.py)")
     g.add_argument("--seed", type=int, default=None,
@@ -165,9 +168,25 @@ def apply_overrides(cfg, args):
         cfg.debugging(seed=args.seed)
     if getattr(args, "analyzer", None) is not None:
         cfg.analyzer_settings(analyzer=args.analyzer)
+    if getattr(args, "analyzer_option", None):
+        cfg.analyzer_settings(analyzer_config={**dict(cfg.analyzer_config or {}), **analyzer_options(args)})
     if getattr(args, "max_steps", None) is not None:
         cfg.env_config["max_steps"] = args.max_steps
     return cfg
+
+
+def analyzer_options(args) -> dict:
+    """--analyzer-option KEY=VALUE ... as a dict (VALUE as JSON when it parses: 3, 0.5, true; else text)."""
+    out = {}
+    for item in getattr(args, "analyzer_option", None) or ():
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"--analyzer-option {item!r}: must be KEY=VALUE, e.g. on_plan_step_skills=3")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except ValueError:
+            out[key.strip()] = raw
+    return out
 
 
 def example_flag_error(args) -> str | None:
@@ -185,6 +204,10 @@ def check_args(args) -> str | None:
         v = getattr(args, name, None)
         if v is not None and v < 1:
             return f"--{name.replace('_', '-')} {v}: must be >= 1"
+    try:
+        analyzer_options(args)
+    except ValueError as e:
+        return str(e)
     for name in ("history_length", "checkpoint_freq", "num_cpus", "num_env_runners", "num_learners"):
         v = getattr(args, name, None)
         if v is not None and v < 0:

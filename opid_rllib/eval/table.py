@@ -3,7 +3,9 @@
 Follows the reference's eval script (opid_reference.md section 7): success % per ALFWorld category
 (Pick, Look, Clean, Heat, Cool, Pick2), their macro average "Avg", overall success "All", plus the
 format-valid rate (fraction of steps whose response passed the projection) and the mean episode
-length. Other envs get one column per task_type (WebShop category, search-QA hop kind / source
+length, and, where the env has an expert plan, agreement with it: the share of steps whose command is
+the expert's next one (resolves a moving policy over ~3,800 panel steps where success over 126 games cannot).
+Other envs get one column per task_type (WebShop category, search-QA hop kind / source
 dataset); WebShop also reports the mean final score.
 """
 
@@ -25,6 +27,22 @@ OTHER_COLUMN = "Other"
 
 def _pct(num: float, den: int) -> float | None:
     return round(100.0 * num / den, 2) if den else None
+
+
+def expert_agreement(env_name: str, records: Sequence[Mapping[str, Any]]) -> float | None:
+    """Valid steps whose command equals the env expert's next one, over the steps where it had a plan
+    (None without a plan)."""
+    from opid_rllib.sft.responses import same_action
+
+    agree = planned = 0
+    for r in records:
+        plans = r.get("expert_next") or []
+        for plan, action, valid in zip(plans, r.get("actions", []), r.get("format_valid", [])):
+            if plan is None:
+                continue
+            planned += 1
+            agree += int(bool(valid) and same_action(env_name, action, plan))
+    return agree / planned if planned else None
 
 
 def summarize(records: Sequence[Mapping[str, Any]], env: str) -> dict[str, Any]:
@@ -62,6 +80,9 @@ def summarize(records: Sequence[Mapping[str, Any]], env: str) -> dict[str, Any]:
         "format_valid_pct": _pct(sum(fv), len(fv)),
         "mean_episode_length": round(sum(lengths) / len(lengths), 3) if lengths else None,
     }
+    agreement = expert_agreement(env, records)
+    if agreement is not None:
+        table["expert_agreement_pct"] = round(100.0 * agreement, 2)
     scores = [float(r["score"]) for r in records if r.get("score") is not None]
     if scores:
         table["mean_score"] = round(sum(scores) / len(scores), 4)
@@ -84,6 +105,8 @@ def format_table(results: Mapping[str, Any]) -> str:
     extra = [("Valid%", t.get("format_valid_pct"), 1), ("Len", t.get("mean_episode_length"), 2)]
     if "mean_score" in t:
         extra.insert(0, ("Score", t["mean_score"], 3))
+    if "expert_agreement_pct" in t:
+        extra.append(("Agree%", t["expert_agreement_pct"], 1))
     header = ["", *cols, *[e[0] for e in extra]]
     row_s = ["success %", *[_fmt(t["success_pct"].get(k)) for k in cols], *[_fmt(v, nd) for _, v, nd in extra]]
     row_n = ["episodes", *[_fmt(t["n"].get(k)) if k != "Avg" else "" for k in cols], *["" for _ in extra]]
@@ -95,7 +118,9 @@ def format_table(results: Mapping[str, Any]) -> str:
              f"T={c.get('temperature', '?')}{greedy}  seed={c.get('seed', '?')}  episodes={t['n'].get('All')}")
     out = [title, line(header), line(row_s), line(row_n),
            "Avg = mean over categories with episodes; All = over all episodes; "
-           "Valid% = format-valid steps / all steps; Len = mean steps per episode"]
+           "Valid% = format-valid steps / all steps; Len = mean steps per episode"
+           + ("; Agree% = steps taking the expert's next command / steps with a plan"
+              if "expert_agreement_pct" in t else "")]
     timing = results.get("timing", {})
     if timing:
         out.append(f"wall {timing.get('wall_s', 0):.1f} s (load {timing.get('load_s', 0):.1f} s, "

@@ -10,20 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from opid_rllib.sft.responses import same_action
+from opid_rllib.eval.table import expert_agreement as _agreement
 
 
 def expert_agreement(env_name: str, records: Sequence[Mapping[str, Any]]) -> float:
     """Valid steps whose command equals the env expert's next one, over the steps where it had a plan."""
-    agree = planned = 0
-    for r in records:
-        plans = r.get("expert_next") or []
-        for plan, action, valid in zip(plans, r.get("actions", []), r.get("format_valid", [])):
-            if plan is None:
-                continue
-            planned += 1
-            agree += int(bool(valid) and same_action(env_name, action, plan))
-    return agree / max(1, planned)
+    return _agreement(env_name, records) or 0.0
 
 
 def evaluate_greedy(model_path, env_name: str, task_ids: Iterable[str], *, history_length: int, max_steps: int,

@@ -53,8 +53,8 @@ def test_table_has_expected_columns(runs):
     _, stdout, _ = runs["a"]
     lines = stdout.splitlines()
     header = next(line for line in lines if "Avg" in line and "All" in line)
-    assert header.split() == ["single_hop", "multi_hop", "Avg", "All", "Valid%", "Len"] or \
-        header.split() == ["multi_hop", "single_hop", "Avg", "All", "Valid%", "Len"]
+    assert header.split() == ["single_hop", "multi_hop", "Avg", "All", "Valid%", "Len", "Agree%"] or \
+        header.split() == ["multi_hop", "single_hop", "Avg", "All", "Valid%", "Len", "Agree%"]
     i = lines.index(header)
     assert lines[i + 1].startswith("success %") and lines[i + 2].startswith("episodes")
     assert len(lines[i + 1].rstrip()) == len(header.rstrip())  # aligned
@@ -169,6 +169,19 @@ def test_alfworld_table_layout():
     assert summarize(recs + [_rec("weird_type", False)], "alfworld")["columns"][6] == "Other"
 
 
+def test_expert_agreement_counts_valid_steps_that_took_the_planned_command():
+    """Agree% = valid steps whose command is the expert's next one / steps where the expert had a plan:
+    a malformed reply never agrees, a step without a plan is not counted."""
+    rec = {"task_type": "pick_and_place_simple", "won": False, "length": 4,
+           "actions": ["go to desk 1", "take pen 1 from desk 1", "go to desk 1", "look"],
+           "format_valid": [True, False, True, True],
+           "expert_next": ["go to desk 1", "take pen 1 from desk 1", "go to shelf 1", None]}
+    t = summarize([rec], "alfworld")
+    assert t["expert_agreement_pct"] == pytest.approx(100 / 3, abs=0.01)  # 1 of 3 planned steps
+    assert format_table({"table": t}).splitlines()[1].split()[-1] == "Agree%"
+    assert "expert_agreement_pct" not in summarize([dict(rec, expert_next=None)], "alfworld")
+
+
 def test_webshop_score_column():
     recs = [dict(_rec("beauty", True), score=1.0), dict(_rec("clothing", False), score=0.5)]
     t = summarize(recs, "webshop")
@@ -186,7 +199,7 @@ def test_alfworld_smoke_end_to_end_greedy(tmp_path):
                                "--no-progress", "--torch-threads", "1", "--output", str(tmp_path)])
     assert rc == 0, stderr
     header = next(line for line in stdout.splitlines() if "Avg" in line and "All" in line)
-    assert header.split() == ["Pick", "Look", "Clean", "Heat", "Cool", "Pick2", "Avg", "All", "Valid%", "Len"]
+    assert header.split() == ["Pick", "Look", "Clean", "Heat", "Cool", "Pick2", "Avg", "All", "Valid%", "Len", "Agree%"]
     assert "(greedy)" in stdout
     res, eps = _load(tmp_path)
     assert res["config"]["greedy"] is True and res["counts"]["reset_failures"] == 0

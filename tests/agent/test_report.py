@@ -296,6 +296,31 @@ def test_learning_summary_is_the_paired_mean_over_seeds():
     assert got["minus_grpo_all_by_variant"] == {"opid": pytest.approx(2.0), "opid_shuffled": pytest.approx(0.5)}
     named = learning.summary(runs, opid="opid_shuffled", shuffled="opid")
     assert named["opid_minus_grpo_all"] == pytest.approx(0.5) and named["opid_variant"] == "opid_shuffled"
+    # expert agreement pairs the same way; a run cached before the metric existed is left out, not read as 0
+    assert got["minus_grpo_agreement_by_variant"] == {"opid": None, "opid_shuffled": None}
+    for r, agree in zip(runs, (20.0, 18.0, 25.5, None, 30.0, 19.0, None)):
+        if agree is not None:
+            r["table"]["expert_agreement_pct"] = agree
+    got = learning.summary(runs)["minus_grpo_agreement_by_variant"]
+    assert got == {"opid": pytest.approx(5.5), "opid_shuffled": pytest.approx(-1.0)}  # seed 0 only for both
+    # the figures of the on-plan study: a mean quoted with the panel's 2 decimals, not 0.4999999999999994
+    pairs = [(18.12, 20.05), (21.48, 22.65), (17.13, 15.53)]
+    made = [{"variant": v, "seed": s, "table": {"success_pct": {"All": 0.0}, "expert_agreement_pct": a}}
+            for s, (g, o) in enumerate(pairs) for v, a in (("grpo", g), ("opid", o))]
+    assert learning.summary(made)["minus_grpo_agreement_by_variant"]["opid"] == 0.5
+    text = learning.table_text({"grpo": [dict(r["table"], columns=["All"]) for r in runs[:2]]}).splitlines()
+    assert text[0].split() == ["variant", "All", "Agree%"] and text[1].split() == ["grpo", "7.0+-3.0", "19.0+-1.0"]
+
+
+def test_learning_variants_take_analyzer_options():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_learning", REPO / "bench" / "learning.py")
+    learning = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(learning)
+    name, over = learning.parse_variant("opid:w_step=1+analyzer.on_plan_step_skills=3+w_ep=0")
+    assert name == "opid" and over == {"step_skill_adv_weight": 1, "episode_skill_adv_weight": 0,
+                                       "analyzer_config": {"on_plan_step_skills": 3}}
 
 
 def test_learning_results_say_what_the_runs_cost_even_from_the_cache():

@@ -41,6 +41,11 @@ def _run(fn, *a) -> tuple[int, str, str]:
     (["--select-panel", "alfworld/valid_seen@v1"], "--select-panel: only for a sweep"),
     (["--select-episodes", "0"], "--select-episodes 0: must be >= 1"),
     (["--select-max-steps", "30"], "--select-max-steps: sizes the --select-panel play; give --select-panel too"),
+    (["--analyzer-option", "on_plan_step_skills"], "--analyzer-option 'on_plan_step_skills': must be KEY=VALUE"),
+    (["--analyzer-option", "on_plan_steps=3"], "analyzer_config: analyzer 'hindsight' got unknown option(s) "
+                                               "['on_plan_steps']"),
+    (["--analyzer-option", "on_plan_step_skills=-2"], "on_plan_step_skills=-2: must be an int >= 0"),
+    (["--analyzer-option", "max_step_skills=3"], "max_step_skills is set by max_step_skills_per_traj"),
 ])
 def test_bad_input_is_one_line_before_ray(tmp_path, argv, says):
     out_dir = tmp_path / "run"
@@ -97,6 +102,21 @@ def test_choices_come_from_the_code_that_accepts_them():
 
     acts = {a.dest: a for a in build_parser()._actions}
     assert tuple(acts["analyzer"].choices) == ANALYZERS and tuple(acts["generation_backend"].choices) == BACKENDS
+
+
+def test_analyzer_options_reach_the_config():
+    p = build_parser()
+    cfg = config_from_args(p.parse_args(["--analyzer-option", "on_plan_step_skills=3",
+                                         "--analyzer-option", "timeout_s=2.5", "--analyzer-option", "model=m-1"]))
+    assert cfg.analyzer_config == {"on_plan_step_skills": 3, "timeout_s": 2.5, "model": "m-1"}
+    # a tuned example (the weight sweep) takes it on top of its own config
+    import runpy
+
+    from opid_rllib.cli.train import apply_overrides
+
+    sweep = runpy.run_path(str(ROOT / "tuned_examples" / "alfworld_opid_weight_sweep.py"), run_name="x")["config"]
+    sweep = apply_overrides(sweep, p.parse_args(["--analyzer-option", "on_plan_step_skills=2"]))
+    assert sweep.analyzer_config["on_plan_step_skills"] == 2
 
 
 def test_max_new_tokens_default_fits_the_model():

@@ -109,3 +109,43 @@ def test_filled_in_command_templates_count_as_admissible():
     assert _matches_template("<search>founder of acme</search>", ["<search>...</search>", "<answer>...</answer>"])
     assert not _matches_template("click[b0123]", ["search[<your query>]", "click[back to search]"])
     assert not _matches_template("go to desk 1", ["go to desk 2", "look"])
+
+
+def test_on_plan_step_skills_name_the_move_taken_and_share_the_budget(failure_traj):
+    """on_plan_step_skills gives the step term a "do this" side: steps where the agent took the expert's move
+    get a skill naming that move (the oracle's on-plan wording), within max_step_skills; deviations fill the rest."""
+    from opid_rllib.analyzer.hindsight import oracle_step_skill
+
+    s = HindsightAnalyzer(max_step_skills=3, on_plan_step_skills=2).analyze(failure_traj)
+    assert s.step_skills == {
+        0: "At this point, go to countertop 1.",
+        1: "At this point, take mug 1 from countertop 1 instead of 'go to cabinet 1'.",
+        2: "At this point, go to countertop 1.",
+    }
+    assert s.step_skills[0] == oracle_step_skill("alfworld", failure_traj.steps[0])
+    # only the two on-plan steps are kept however many slots are offered; a malformed reply keeps its format rule
+    many = HindsightAnalyzer(max_step_skills=7, on_plan_step_skills=7).analyze(failure_traj).step_skills
+    assert [i for i, t in many.items() if t == "At this point, go to countertop 1."] == [0, 2]
+    assert many[4].startswith("Reply with")
+    assert HindsightAnalyzer(max_step_skills=1, on_plan_step_skills=5).analyze(failure_traj).step_skills == {
+        0: "At this point, go to countertop 1."}
+    # default: deviations only (the paper's reading), so no step skill repeats the move taken
+    assert 0 not in HindsightAnalyzer(max_step_skills=3).analyze(failure_traj).step_skills
+
+
+def test_on_plan_step_skills_name_object_moves_first_and_never_an_inspection(success_traj):
+    s = HindsightAnalyzer(max_step_skills=5, on_plan_step_skills=2).analyze(success_traj)
+    kept = {i: t for i, t in s.step_skills.items() if "instead of" not in t}
+    assert kept == {5: "At this point, take mug 1 from countertop 1.", 7: "At this point, cool mug 1 with fridge 1."}
+    rows = [("look", "You are in the middle of a room.", "look", True),
+            ("go to countertop 1", "On the countertop 1, you see a mug 1.", "go to countertop 1", True)]
+    assert HindsightAnalyzer(on_plan_step_skills=2).analyze(make_traj(rows, success=False)).step_skills == {
+        1: "At this point, go to countertop 1."}
+
+
+def test_on_plan_step_skills_bad_value_names_the_field():
+    import pytest
+
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="on_plan_step_skills"):
+            make_analyzer("hindsight", on_plan_step_skills=bad)

@@ -1,0 +1,130 @@
+"""bench/learning.py's report: the table, paired differences, summary, Delta statistics and the plot.
+
+Pure functions of the runs' records (no training, no args), so tests import them without Ray.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+
+def mean_std(v: list[float]) -> str:
+    return "-" if not v else f"{statistics.mean(v):.1f}+-{statistics.pstdev(v):.1f}"
+
+
+def table_text(rows: dict[str, list[dict]]) -> str:
+    """Success % per column, then Agree%: panel steps that took the env expert's next command (about 3,800
+    steps on valid_unseen, so it resolves a policy moving toward or away from the plan long before success
+    over 126 games does; '-' for runs cached before it was recorded)."""
+    cols = next(iter(rows.values()))[0]["columns"]
+    lines = [f"{'variant':<22}" + "".join(f"{c:>12}" for c in [*cols, "Agree%"])]
+    for label, tables in rows.items():
+        cells = [mean_std([t["success_pct"][c] for t in tables if t["success_pct"][c] is not None]) for c in cols]
+        cells.append(mean_std([t["expert_agreement_pct"] for t in tables if "expert_agreement_pct" in t]))
+        lines.append(f"{label:<22}" + "".join(f"{c:>12}" for c in cells))
+    return "\n".join(lines)
+
+
+def paired_text(runs: list[dict], baseline: str) -> str:
+    """Per-seed difference (variant - baseline) on All: the comparison the claim is about."""
+    lines = []
+    for v in dict.fromkeys(r["variant"] for r in runs):
+        if v == baseline:
+            continue
+        d = paired_diffs(runs, v, baseline)
+        if d:
+            lines.append(f"{v} - {baseline} (All, per seed): {', '.join(f'{x:+.1f}' for x in d)}; mean {statistics.mean(d):+.1f}")
+    return "\n".join(lines)
+
+
+def paired_diffs(runs: list[dict], variant: str, baseline: str = "grpo", column: str = "All") -> list[float]:
+    """(variant - baseline) success points on `column` ("Agree%": expert agreement), one per seed both ran."""
+    by = {(r["variant"], r["seed"]): (r["table"].get("expert_agreement_pct") if column == "Agree%"
+                                      else r["table"]["success_pct"][column]) for r in runs}
+    return [by[(variant, s)] - by[(baseline, s)] for (v, s) in by if v == variant and (baseline, s) in by
+            and by[(variant, s)] is not None and by[(baseline, s)] is not None]
+
+
+def paired_mean(runs: list[dict], variant: str, baseline: str = "grpo", column: str = "All") -> float | None:
+    """Mean over the seeds both ran of (variant - baseline) success points on `column`; None if none."""
+    d = paired_diffs(runs, variant, baseline, column)
+    return round(statistics.mean(d), 2) if d else None  # panel figures carry 2 decimals; so does their mean
+
+
+def summary(runs: list[dict], opid: str = "opid", shuffled: str = "opid_shuffled") -> dict:
+    """The figures the README quotes: OPID and the shuffled-skills control (the variants named) minus GRPO,
+    success points on All, mean over seeds; plus every other variant's difference."""
+    out = {"opid_minus_grpo_all": paired_mean(runs, opid), "shuffled_minus_grpo_all": paired_mean(runs, shuffled),
+           "opid_variant": opid, "shuffled_variant": shuffled}
+    others = [v for v in dict.fromkeys(r["variant"] for r in runs) if v != "grpo"]
+    out["minus_grpo_all_by_variant"] = {v: paired_mean(runs, v) for v in others}
+    # points of expert agreement on the panel's steps, same pairing (None where a run predates the metric)
+    out["minus_grpo_agreement_by_variant"] = {v: paired_mean(runs, v, column="Agree%") for v in others}
+    return out
+
+
+def run_seconds(runs: list[dict]) -> dict:
+    """Training and panel seconds per run and in all (from each run's own record, so a report that only
+    reads the cache still says what the study cost)."""
+    per = {f"{r['variant']} s{r['seed']}": {"train_s": round(r["train_s"], 1), "eval_s": round(r["eval_s"], 1)}
+           for r in runs}
+    return {"per_run": per, "all_runs_s": round(sum(r["train_s"] + r["eval_s"] for r in runs), 1)}
+
+
+def delta_text(runs: list[dict]) -> str:
+    """Median over iterations and seeds of the Delta statistics and advantage scales, per variant.
+
+    Delta = log pi_old(y | skill prompt) - log pi_old(y | prompt) per response token of the routed steps;
+    |A_out|, |A_ep|, |A_step| = mean absolute outcome / weighted episode-skill / weighted step-skill
+    advantage per response token (all tokens of the batch)."""
+    keys = [("dEp mean", "delta_ep", "token_mean"), ("dEp |.|", "delta_ep", "token_abs_mean"),
+            ("dEp >0", "delta_ep", "token_pos_frac"), ("dStep mean", "delta_step", "token_mean"),
+            ("dStep |.|", "delta_step", "token_abs_mean"), ("dStep >0", "delta_step", "token_pos_frac"),
+            ("|A_out|", "adv", "outcome_abs_mean"), ("|A_ep|", "adv", "episode_teacher_abs_mean"),
+            ("|A_step|", "adv", "step_teacher_abs_mean")]
+    lines = ["variant".ljust(22) + "".join(label.rjust(11) for label, _, _ in keys)]
+    for v in dict.fromkeys(r["variant"] for r in runs):
+        cells = []
+        for _, a, b in keys:
+            xs = [it[a][b] for r in runs if r["variant"] == v for it in r["iters"] if isinstance(it.get(a), dict)
+                  and b in it[a] and it[a][b] == it[a][b]]
+            cells.append(f"{statistics.median(xs):.3g}" if xs else "-")
+        lines.append(v.ljust(22) + "".join(c.rjust(11) for c in cells))
+    return "\n".join(lines)
+
+
+def plot(runs: list[dict], base_tables: list[dict], path: str):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from opid_rllib.report.plots import clip_band, clipped_yerr
+
+    variants = list(dict.fromkeys(r["variant"] for r in runs))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for v in variants:
+        curves = np.array([[it["train_success"] for it in r["iters"]] for r in runs if r["variant"] == v], float)
+        x = np.arange(1, curves.shape[1] + 1)
+        m, s = np.nanmean(curves, 0), np.nanstd(curves, 0)
+        ax1.plot(x, 100 * m, marker="o", label=v)
+        ax1.fill_between(x, *clip_band(100 * m, 100 * s, 0.0, 100.0), alpha=0.2)  # a rate stays in [0, 100] %
+    ax1.set_xlabel("iteration")
+    ax1.set_ylabel("training-rollout success % (mean +- std over seeds)")
+    ax1.set_title("success vs iteration (train tasks, with exploration)")
+    ax1.legend()
+    labels = ["base"] + variants
+    vals = [[t["success_pct"]["All"] for t in base_tables]] + [
+        [r["table"]["success_pct"]["All"] for r in runs if r["variant"] == v] for v in variants]
+    ax2.bar(labels, [np.mean(x) for x in vals], yerr=clipped_yerr([np.mean(x) for x in vals], [np.std(x) for x in vals]),
+            capsize=4,
+            color=["grey"] + [f"C{i}" for i in range(len(variants))])
+    for i, x in enumerate(vals):
+        ax2.scatter([i] * len(x), x, color="k", s=10, zorder=3)
+    ax2.set_ylabel("valid_unseen success % (no skills)")
+    ax2.set_title("held-out panel after training")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return fig
