@@ -161,18 +161,18 @@ class OPIDConfig(AlgorithmConfig):
 
         errors += lora_errors(self.lora)
         if self.analyzer in ANALYZER_CHOICES and isinstance(self.analyzer_config, dict):
-            from opid_rllib.analyzer.base import analyzer_options_error
+            from opid_rllib.analyzer.base import analyzer_options_error, make_analyzer
 
-            err = analyzer_options_error(self.analyzer, self.analyzer_config)
+            err = None
             if "max_step_skills" in self.analyzer_config:
                 err = "max_step_skills is set by max_step_skills_per_traj; remove it from analyzer_config"
-            if not err and self.analyzer == "hindsight":  # offline and cheap: build it once to check the values
-                from opid_rllib.analyzer.base import make_analyzer
-
+            elif self.analyzer == "hindsight":  # offline and cheap: building it checks the keys and the values
                 try:
                     make_analyzer("hindsight", **self.analyzer_config)
                 except ValueError as e:
                     err = str(e)
+            else:
+                err = analyzer_options_error(self.analyzer, self.analyzer_config)
             if err:
                 errors.append(f"analyzer_config: {err}")
         if isinstance(self.analyzer_config, dict) and self.analyzer_config.get("api_key"):

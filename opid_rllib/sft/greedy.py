@@ -8,14 +8,9 @@ the SFT-specific rate: agreement with the env expert's next command.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable
 
-from opid_rllib.eval.table import expert_agreement as _agreement
-
-
-def expert_agreement(env_name: str, records: Sequence[Mapping[str, Any]]) -> float:
-    """Valid steps whose command equals the env expert's next one, over the steps where it had a plan."""
-    return _agreement(env_name, records) or 0.0
+from opid_rllib.eval.table import expert_agreement
 
 
 def evaluate_greedy(model_path, env_name: str, task_ids: Iterable[str], *, history_length: int, max_steps: int,
@@ -40,5 +35,5 @@ def evaluate_greedy(model_path, env_name: str, task_ids: Iterable[str], *, histo
     n, c = max(1, len(recs)), res["counts"]
     return {"episodes": len(recs), "success_rate": c["won"] / n,
             "format_valid_rate": c["format_valid_steps"] / max(1, c["steps"]),
-            "expert_agreement": expert_agreement(name, recs), "mean_steps": c["steps"] / n,
+            "expert_agreement": expert_agreement(name, recs) or 0.0, "mean_steps": c["steps"] / n,
             "seconds": res["timing"]["rollout_s"], "won": {r["task_id"]: r["won"] for r in recs}, "records": recs}

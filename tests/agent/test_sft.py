@@ -347,7 +347,7 @@ def test_progress_lines_are_throttled_with_an_eta():
 
 
 def test_expert_agreement_counts_valid_steps_matching_the_plan():
-    from opid_rllib.sft.greedy import expert_agreement
+    from opid_rllib.eval.table import expert_agreement
 
     recs = [{"actions": ["go to desk 1", "take pen", "look"], "format_valid": [True, False, True],
              "expert_next": ["Go to  desk 1", "take pen", None]},
