@@ -37,8 +37,8 @@ from learning_report import delta_text, paired_text, plot, run_seconds, summary,
 SHORTHANDS = {"w": ("episode_skill_adv_weight", "step_skill_adv_weight"), "w_ep": ("episode_skill_adv_weight",),
               "w_step": ("step_skill_adv_weight",)}
 # Per-iteration learner metrics kept for the Delta / advantage-scale analysis (learners/opid/...).
-KEPT = ("delta_ep", "delta_step", "adv", "routed_episode_ratio", "routed_step_ratio", "analysis_failed_trajectories",
-        "analysis_trajectories")
+KEPT = ("delta_ep", "delta_step", "adv", "teacher_samples", "routed_episode_ratio", "routed_step_ratio",
+        "analysis_failed_trajectories", "analysis_trajectories")
 
 
 def parse_variant(spec: str) -> tuple[str, dict]:

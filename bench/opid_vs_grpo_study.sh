@@ -9,6 +9,8 @@
 #   SELECT= bash bench/opid_vs_grpo_study.sh BASE                  # select on training success instead
 #   ON_PLAN=3 bash bench/opid_vs_grpo_study.sh BASE                 # hindsight analyzer: 3 of the 5 step skills
 #                                                                  # may name a right move (on_plan_step_skills)
+#   TEACHER_SAMPLES=1 bash bench/opid_vs_grpo_study.sh BASE         # every OPID arm (and the sweep) adds teacher
+#                                                                  # samples at w_T = 1 (teacher_sample_adv_weight)
 #
 # Points that tie at the best score (a policy that never wins ties at 0 training success; on valid_seen
 # several points can tie too) do not select: the study then takes the largest tied weights and says so (with
@@ -24,11 +26,13 @@ ITERS=${ITERS:-6}
 SELECT=${SELECT-alfworld/valid_seen@v1}
 MB=${MINIBATCH:-32}
 ON_PLAN=${ON_PLAN:-0}
+TEACHER=${TEACHER_SAMPLES:-0}
 SIZES=(--max-steps 15 --minibatch-size "$MB")
 mkdir -p "$OUT"
 [ -f "$OUT/sweep/sweep.json" ] || "$PY" tuned_examples/alfworld_opid_weight_sweep.py --model "$BASE" \
   --weight-grid "$GRID" "${SIZES[@]}" --stop-iters "$SWEEP_ITERS" --num-cpus 2 --verbose 1 --output "$OUT/sweep" \
-  ${SELECT:+--select-panel "$SELECT" --select-max-steps 30} --analyzer-option "on_plan_step_skills=$ON_PLAN"
+  ${SELECT:+--select-panel "$SELECT" --select-max-steps 30} --analyzer-option "on_plan_step_skills=$ON_PLAN" \
+  --teacher-sample-adv-weight "$TEACHER"
 W=$("$PY" - "$OUT/sweep/sweep.json" <<'EOF'
 import json, sys
 sel = json.load(open(sys.argv[1]))
@@ -40,6 +44,7 @@ print(("selected" if sel["informative"] else f"tie of {len(sel['tied'])} points,
 EOF
 )
 [ "$ON_PLAN" = 0 ] || W="$W+analyzer.on_plan_step_skills=$ON_PLAN"
+[ "$TEACHER" = 0 ] || W="$W+teacher_sample_adv_weight=$TEACHER"
 BEST="opid:$W"
 case "${ARMS:-core}" in
   all) VARIANTS="grpo,opid,$BEST,opid_shuffled:$W,no_step_skill:${W%%+*}" ;;  # no step skills: w_ep only

@@ -149,18 +149,23 @@ def combine_advantages(
     outcome_weight: float = 1.0,
     episode_sample_mask: Optional[np.ndarray] = None,
     step_sample_mask: Optional[np.ndarray] = None,
+    delta_sample: Optional[np.ndarray] = None,
+    w_sample: float = 0.0,
     eps: float = 1e-6,
 ) -> tuple[np.ndarray, dict]:
-    """A_{i,l} = outcome_weight * A_out_i * m + w_ep * Delta^ep + w_step * Delta^step.
+    """A_{i,l} = outcome_weight * A_out_i * m + w_ep * Delta^ep + w_step * Delta^step + w_T * Delta^T.
 
     normalize_teacher: z-score each Delta over its active tokens (m * q) in the batch.
     clip_teacher: symmetric clamp of each Delta to [-c, c], after normalisation, before weighting.
     episode_sample_mask / step_sample_mask: q for each term ([N] bool); only used to pick the
         active tokens for normalisation. If None, q_i is inferred as "row i has any non-zero Delta".
     outcome_weight=0 gives the pure OPSD-style (teacher-only) signal.
+    delta_sample / w_sample: Delta^T on rows whose response the skill teacher sampled (0 elsewhere;
+        connectors/teacher_samples.py). Clipped like the others, never normalised: its sign is the
+        signal (the teacher's own samples are mostly more likely under the teacher, Delta^T > 0).
 
     Returns (adv [N, L], stats) with stats over response tokens of the WEIGHTED components:
-        {outcome,episode_teacher,step_teacher}_{mean,abs_mean,share}, teacher_active_token_ratio.
+        {outcome,episode_teacher,step_teacher,sample_teacher}_{mean,abs_mean,share}, teacher_active_token_ratio.
     """
     m = np.asarray(response_mask).astype(bool)
     n, length = m.shape
@@ -171,14 +176,14 @@ def combine_advantages(
     # Outcome term: broadcast the per-sample scalar to its response tokens.
     outcome_term = np.where(m, outcome_weight * a_out[:, None], 0.0)
 
-    def teacher_term(delta, q, w):
+    def teacher_term(delta, q, w, normalize=normalize_teacher):
         if delta is None or w == 0:
             return np.zeros((n, length))
         delta = np.asarray(delta, dtype=np.float64)
         if delta.shape != (n, length):
             raise ValueError(f"teacher delta shape {delta.shape} != {(n, length)}")
         delta = np.where(m, delta, 0.0)
-        if normalize_teacher:
+        if normalize:
             if q is None:
                 q = (delta != 0).any(axis=1)
             active = m & np.asarray(q).astype(bool)[:, None]
@@ -189,11 +194,13 @@ def combine_advantages(
 
     ep_term = teacher_term(delta_ep, episode_sample_mask, w_ep)
     step_term = teacher_term(delta_step, step_sample_mask, w_step)
-    adv = outcome_term + ep_term + step_term
+    sample_term = teacher_term(delta_sample, None, w_sample, normalize=False)
+    adv = outcome_term + ep_term + step_term + sample_term
 
     # Stats over response tokens.
     stats: dict = {}
-    components = {"outcome": outcome_term, "episode_teacher": ep_term, "step_teacher": step_term}
+    components = {"outcome": outcome_term, "episode_teacher": ep_term, "step_teacher": step_term,
+                  "sample_teacher": sample_term}
     num_tokens = int(m.sum())
     abs_means = {}
     for name, comp in components.items():
@@ -204,7 +211,7 @@ def combine_advantages(
     total = sum(abs_means.values())
     for name in components:
         stats[f"{name}_share"] = abs_means[name] / total if total > 0 else 0.0
-    teacher_on = m & ((ep_term != 0) | (step_term != 0))
+    teacher_on = m & ((ep_term != 0) | (step_term != 0) | (sample_term != 0))
     stats["teacher_active_token_ratio"] = (
         float(teacher_on.sum()) / num_tokens if num_tokens else 0.0
     )

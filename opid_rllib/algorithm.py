@@ -32,6 +32,7 @@ from ray.rllib.utils.metrics import (
 
 from opid_rllib.advantages import OUTCOME_MODES
 from opid_rllib.analyzer.base import ANALYZER_CHOICES
+from opid_rllib.connectors.teacher_samples import TEACHER_SAMPLE_ROWS
 from opid_rllib.generation.base import BACKENDS
 from opid_rllib.groups import attach_outcome_advantages, shard_by_group, shuffle_skills_across_tasks
 from opid_rllib.routing import ROUTING_MODES
@@ -62,6 +63,9 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     # trajectory of another task (routing.shuffled_skill_donors), so Delta is prompt noise only.
     "shuffle_skills": (False, bool),
     "skill_adv_in_advantage": (True, bool),
+    # Teacher samples (connectors/teacher_samples.py, not in the paper): w_T > 0 adds, per skill-routed
+    # row, a response sampled under the skill prompt with advantage w_T * Delta_T.
+    "teacher_sample_adv_weight": (0.0, float), "teacher_sample_rows": ("step", str),
     # loss
     "clip_ratio_low": (0.2, float), "clip_ratio_high": (0.2, float), "dual_clip_c": (3.0, float),
     "kl_coeff": (0.01, float), "entropy_coeff": (0.001, float), "opsd_loss_coeff": (0.0, float),
@@ -145,6 +149,8 @@ class OPIDConfig(AlgorithmConfig):
             ("train_task_fraction", 0 < float(self.train_task_fraction) <= 1, "in (0, 1]"),
             ("episode_skill_adv_weight", float(self.episode_skill_adv_weight) >= 0, ">= 0"),
             ("step_skill_adv_weight", float(self.step_skill_adv_weight) >= 0, ">= 0"),
+            ("teacher_sample_adv_weight", float(self.teacher_sample_adv_weight) >= 0, ">= 0 (0 = off)"),
+            ("teacher_sample_rows", self.teacher_sample_rows in TEACHER_SAMPLE_ROWS, f"one of {TEACHER_SAMPLE_ROWS}"),
             ("max_step_skills_per_traj", int(self.max_step_skills_per_traj) >= 0, ">= 0"),
             ("clip_ratio_low", 0 < float(self.clip_ratio_low) < 1, "in (0, 1)"),
             ("clip_ratio_high", float(self.clip_ratio_high) > 0, "> 0"),
@@ -157,6 +163,7 @@ class OPIDConfig(AlgorithmConfig):
              "None (one optimizer step on the whole batch) or >= 1 step-samples per optimizer step"),
         ]
         errors += [f"{name}={getattr(self, name)!r}: must be {want}" for name, ok, want in checks if not ok]
+        errors += self._teacher_sample_errors()
         from opid_rllib.models.lora import lora_errors
 
         errors += lora_errors(self.lora)
@@ -184,6 +191,20 @@ class OPIDConfig(AlgorithmConfig):
                           "(groups are never split across learners)")
         if errors:
             raise ValueError("Invalid OPIDConfig:\n  " + "\n  ".join(errors))
+
+    def _teacher_sample_errors(self) -> list[str]:
+        """Teacher samples are drawn on skill-routed rows: a setting that routes none would silently do nothing."""
+        w = self.teacher_sample_adv_weight
+        if not isinstance(w, (int, float)) or w <= 0:
+            return []
+        if self.analyzer == "none":
+            return [f"teacher_sample_adv_weight={w}: needs an analyzer (analyzer='none' writes no skills)"]
+        if self.teacher_sample_rows == "step" and not self.step_skill_adv_weight:
+            return [f"teacher_sample_adv_weight={w}: with teacher_sample_rows='step' it samples on rows routed to a "
+                    "step skill, and step_skill_adv_weight=0 routes none; set it > 0 or teacher_sample_rows='routed'"]
+        if self.teacher_sample_rows == "routed" and not (self.step_skill_adv_weight or self.episode_skill_adv_weight):
+            return [f"teacher_sample_adv_weight={w}: both skill weights are 0, so no row is routed to a skill"]
+        return []
 
     # ---- what the RLlib machinery asks for ---------------------------------------------
     @property
@@ -336,17 +357,18 @@ class OPID(Algorithm):
                          teacher_diagnostics=self._teacher_diagnostics())
 
     def _teacher_diagnostics(self) -> dict:
-        """This iteration's Delta-by-plan metrics (logged by the learner's CombineAdvantages)."""
+        """This iteration's Delta-by-plan metrics (CombineAdvantages) and teacher-sample ones (TeacherSamples)."""
         out = {}
-        for kind in ("ep", "step"):
-            for k in ("on_plan_token_mean", "off_plan_token_mean", "off_plan_neg_frac", "on_plan_steps",
-                      "off_plan_steps"):
-                try:  # peek's default does not cover a missing intermediate key (searchqa has no plan)
-                    v = self.metrics.peek((LEARNER_RESULTS, "opid", f"delta_{kind}", k), default=None)
-                except KeyError:
-                    v = None
-                if v is not None:
-                    out[f"delta_{kind}/{k}"] = float(v)
+        plan = ("on_plan_token_mean", "off_plan_token_mean", "off_plan_neg_frac", "on_plan_steps", "off_plan_steps")
+        keys = [(f"delta_{kind}", k) for kind in ("ep", "step") for k in plan]
+        keys += [("teacher_samples", k) for k in ("rows", "delta_token_mean", "on_plan_frac", "student_on_plan_frac")]
+        for group, k in keys:
+            try:  # peek's default does not cover a missing intermediate key (searchqa has no plan)
+                v = self.metrics.peek((LEARNER_RESULTS, "opid", group, k), default=None)
+            except KeyError:
+                v = None
+            if v is not None:
+                out[f"{group}/{k}"] = float(v)
         return out
 
     # ---- checkpoint: the task RNG too, so resume samples the same task stream -----------

@@ -93,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="weight of the episode-skill teacher term in the advantage")
     g.add_argument("--step-skill-adv-weight", type=float, default=None,
                    help="weight of the step-skill teacher term in the advantage")
+    g.add_argument("--teacher-sample-adv-weight", type=float, default=None,
+                   help="w_T: add a response sampled under each step-skill prompt, advantage w_T * Delta (0: off)")
     g.add_argument("--skill-routing", default=None, choices=ROUTING_MODES,
                    help="which skill teaches which step")
     g = p.add_argument_group("run")
@@ -147,7 +149,7 @@ def config_from_args(args):
 _LLM_FLAGS = {"model": "llm_model", "max_new_tokens": "max_new_tokens", "max_prompt_len": "max_prompt_len",
               "history_length": "history_length", "max_steps": "max_steps", "generation_backend": "generation_backend"}
 _TRAIN_FLAGS = ("group_size", "tasks_per_iter", "lr", "minibatch_size", "episode_skill_adv_weight",
-                "step_skill_adv_weight", "skill_routing")
+                "step_skill_adv_weight", "skill_routing", "teacher_sample_adv_weight")
 # What a tuned example's file fixes: changing it is editing the example, not a flag.
 _EXAMPLE_FIXED = ("env", "split", "preset", "cpu_example")
 

@@ -1,4 +1,5 @@
-"""A = A_out + w_ep * Delta_ep + w_step * Delta_step, then the padded tensor batch for the loss.
+"""A = A_out + w_ep * Delta_ep + w_step * Delta_step (+ w_T * Delta_T on teacher-sampled rows), then the
+padded tensor batch for the loss.
 
 Delta = stopgrad(log pi_old(y | x + skill) - log pi_old(y | x)) per response token, zero on rows
 not routed to that skill (advantages.teacher_delta); the weights and the optional normalisation /
@@ -28,9 +29,11 @@ def _pad_rows(rows, width: int, fill: float) -> np.ndarray:
 
 class CombineAdvantages(ConnectorV2):
     def __init__(self, *args, w_ep: float = 0.001, w_step: float = 0.001, outcome_weight: float = 1.0,
-                 normalize_teacher: bool = False, clip_teacher: float | None = None, device=None, **kw):
+                 normalize_teacher: bool = False, clip_teacher: float | None = None, w_sample: float = 0.0,
+                 device=None, **kw):
         super().__init__(*args, **kw)
         self.w_ep, self.w_step, self.outcome_weight = float(w_ep), float(w_step), float(outcome_weight)
+        self.w_sample = float(w_sample)
         self.normalize_teacher, self.clip_teacher = bool(normalize_teacher), clip_teacher
         self.device = torch.device(device) if device is not None else None
 
@@ -44,10 +47,13 @@ class CombineAdvantages(ConnectorV2):
         # Rows without a teacher prompt hold NaN: teacher_delta must turn them into exact zeros.
         deltas = {k: teacher_delta(_pad_rows(getattr(t, f"logp_{k}"), width, np.nan), logp_old, mask, q[k])
                   for k in ("ep", "step")}
+        # Delta_T on teacher-sampled rows, 0 on the student's own rows (TeacherSamples).
+        delta_sample = _pad_rows(t.sample_delta or [None] * len(t), width, 0.0) * mask
         adv, stats = combine_advantages(
             t.outcome_adv, mask, deltas["ep"], deltas["step"], self.w_ep, self.w_step,
             normalize_teacher=self.normalize_teacher, clip_teacher=self.clip_teacher,
-            outcome_weight=self.outcome_weight, episode_sample_mask=q["ep"], step_sample_mask=q["step"])
+            outcome_weight=self.outcome_weight, episode_sample_mask=q["ep"], step_sample_mask=q["step"],
+            delta_sample=delta_sample, w_sample=self.w_sample)
         for k, v in stats.items():
             log(metrics, f"adv/{k}", v)
         for key in ("ep", "step"):

@@ -6,12 +6,13 @@ A = A_out + w_ep * Delta_ep + w_step * Delta_step from the sampled episodes to t
     EpisodesToStepSamples (this file)  episodes -> prompt, response, A_out, skills, plan match
     SkillPrompts  (skill_prompts.py)   analysis -> routed skills -> skill-augmented prompts
     RescoreWithOldPolicy (rescore.py)  log pi_old(y | x), log pi_old(y | x + skill)
+    TeacherSamples (teacher_samples.py) optional: responses sampled under the skill prompt, added as rows
     CombineAdvantages (combine.py)     Delta, A, the padded tensor batch for the loss (losses.py)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 import numpy as np
@@ -35,6 +36,7 @@ class StepSamples:
     # 1 if the sampled action equals the env's expert next action, 0 if it left the plan, NaN if the
     # env gives no expert plan (teacher diagnostics only; never used in the advantage).
     on_plan: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    expert_action: list[Optional[str]] = field(default_factory=list)  # the env's expert next action, else None
     # -- SkillPrompts -----------------------------------------------------------------------
     episode_skill: list[Optional[str]] = field(default_factory=list)  # routed episode skill, else None
     step_skill: list[Optional[str]] = field(default_factory=list)     # routed step skill, else None
@@ -45,9 +47,30 @@ class StepSamples:
     logp_old: list[np.ndarray] = field(default_factory=list)              # log pi_old(y | x)
     logp_ep: list[Optional[np.ndarray]] = field(default_factory=list)     # log pi_old(y | x + episode skill)
     logp_step: list[Optional[np.ndarray]] = field(default_factory=list)   # log pi_old(y | x + step skill)
+    # -- TeacherSamples: on rows whose response the skill-conditioned teacher sampled (None elsewhere),
+    # Delta_T = log pi_old(y_T | x + skill) - log pi_old(y_T | x) per token.
+    sample_delta: list[Optional[np.ndarray]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.prompt)
+
+    def stacked(self, other: "StepSamples", order: list[int]) -> "StepSamples":
+        """Rows of self then other, re-ordered by `order` (indices into the stacked table).
+        Every column must be filled for both tables (same length as the table) or empty in both."""
+        out = StepSamples()
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if len(a) + len(b) == 0:
+                continue
+            if len(a) != len(self) or len(b) != len(other):
+                raise ValueError(f"StepSamples.{f.name}: {len(a)} + {len(b)} rows for tables of "
+                                 f"{len(self)} + {len(other)}")
+            if isinstance(a, np.ndarray):
+                setattr(out, f.name, np.concatenate([a, np.asarray(b, a.dtype)])[np.asarray(order, np.int64)])
+            else:
+                both = list(a) + list(b)
+                setattr(out, f.name, [both[i] for i in order])
+        return out
 
     @property
     def use_episode(self) -> np.ndarray:
@@ -68,7 +91,7 @@ class EpisodesToStepSamples(ConnectorV2):
 
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kw):
         t = StepSamples()
-        adv_all, idx_all, plan_all = [], [], []
+        adv_all, idx_all, plan_all, expert_all = [], [], [], []
         for ep in episodes:
             meta = ep.custom_data["opid"]
             adv = meta.get("outcome_adv")
@@ -88,9 +111,13 @@ class EpisodesToStepSamples(ConnectorV2):
                 adv_all.append(float(adv[i]))
                 idx_all.append(i)
                 # infos[i] is what the agent saw before acting at step i (infos[0] = the reset info).
-                plan_all.append(plan_match(actions[i], (infos[i] or {}).get("expert_actions")))
+                plan = (infos[i] or {}).get("expert_actions")
+                plan_all.append(plan_match(actions[i], plan))
+                expert_all.append(str(plan[0]) if plan else None)
         t.outcome_adv = np.asarray(adv_all, np.float32)
         t.step_index = np.asarray(idx_all, np.int64)
         t.on_plan = np.asarray(plan_all, np.float32)
+        t.expert_action = expert_all
+        t.sample_delta = [None] * len(t)
         shared_data[SAMPLES] = t
         return batch

@@ -231,6 +231,22 @@ def test_clip_before_weighting_per_component():
     np.testing.assert_allclose(adv, [[1.06, 0.902]], atol=1e-12)
 
 
+def test_teacher_sample_term_is_weighted_clipped_and_never_normalised():
+    """Delta_T on teacher-sampled rows (row 2 here): w_T * clip(Delta_T) on its response tokens, added to the
+    rest; z-scoring would flip the sign of a mostly positive Delta_T, so normalize_teacher leaves it alone."""
+    d_t = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [3.0, 0.5, 9.0]])
+    d_t_garbage = d_t + np.array([[0, 0, 7.0], [0, 4.0, 0], [0, 0, 0]])  # outside the mask: ignored
+    for normalize in (False, True):
+        adv, stats = combine_advantages(OUT, MASK, None, None, 0.1, 0.01, delta_sample=d_t_garbage, w_sample=0.5,
+                                        clip_teacher=2.0, normalize_teacher=normalize)
+        np.testing.assert_allclose(adv, [[1.0, 1.0, 0.0], [-2.0, 0.0, 0.0], [1.5, 0.75, 1.5]], atol=1e-12)
+        assert stats["sample_teacher_mean"] == pytest.approx((1.0 + 0.25 + 1.0) / 6)
+        assert stats["teacher_active_token_ratio"] == pytest.approx(0.5)
+    adv0, stats0 = combine_advantages(OUT, MASK, None, None, 0.1, 0.01, delta_sample=d_t, w_sample=0.0)
+    np.testing.assert_allclose(adv0, [[1.0, 1.0, 0.0], [-2.0, 0.0, 0.0], [0.5, 0.5, 0.5]], atol=1e-12)
+    assert stats0["sample_teacher_share"] == 0.0
+
+
 def test_end_to_end_group_example():
     # Group of the module docstring: scores -> mean advantages -> token advantages with a teacher
     scores = np.concatenate(

@@ -12,22 +12,14 @@ from opid_rllib.env_runner import GroupedTextEnvRunner
 from opid_rllib.prompts import insert_skills
 from opid_rllib.rl_module import LLMRLModule
 from envs.base import text_space
-from tests.algo.helpers import tiny_config
+from tests.algo.helpers import rollouts_and_module, tiny_config
 
 W = 0.5  # a large weight so the teacher term is visible next to the outcome term
 
 
 @pytest.fixture(scope="module")
 def setup():
-    # max_prompt_len fits every skill prompt of these rollouts (a cut one gets no teacher term: tested below)
-    cfg = tiny_config(group_size=2, tasks_per_iter=2, max_steps=3, max_step_skills_per_traj=1, max_prompt_len=2048,
-                      episode_skill_adv_weight=W, step_skill_adv_weight=W)
-    runner = GroupedTextEnvRunner(config=cfg)
-    episodes = runner.sample_groups(list(runner._make_env(0).task_ids()[:2]), seed=3)
-    runner.stop()
-    attach_outcome_advantages(episodes, cfg.invalid_action_penalty, cfg.outcome_adv_norm)
-    module = LLMRLModule(observation_space=text_space(), action_space=text_space(), model_config=cfg.model_config)
-    return cfg, episodes, module
+    return rollouts_and_module(episode_skill_adv_weight=W, step_skill_adv_weight=W)
 
 
 def run_pipeline(cfg, episodes, module):

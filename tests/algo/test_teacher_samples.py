@@ -1,0 +1,135 @@
+"""Teacher samples on real rollouts: y_T ~ pi_old(. | x + skill) added as rows with A = w_T * Delta_T."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from opid_rllib.advantages import plan_match
+from opid_rllib.connectors import SAMPLES, opid_learner_connectors
+from opid_rllib.connectors.teacher_samples import TeacherSamples
+from opid_rllib.generation.hf import HFBackend
+from opid_rllib.losses import ppo_token_loss
+from opid_rllib.prompts import project_action
+from tests.algo.helpers import rollouts_and_module, tiny_config
+
+W, W_T = 0.5, 1.0
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return rollouts_and_module(episode_skill_adv_weight=W, step_skill_adv_weight=W, teacher_sample_adv_weight=W_T)
+
+
+class _Metrics:
+    def __init__(self):
+        self.values = {}
+
+    def log_value(self, key, value, **kw):
+        self.values["/".join(key)] = value
+
+
+def run(cfg, episodes, module, seed=0, **over):
+    cfg = copy.deepcopy(cfg)
+    cfg._set(**over)
+    shared, batch, metrics = {}, {}, _Metrics()
+    torch.manual_seed(seed)
+    for piece in opid_learner_connectors(cfg):
+        batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
+    return batch["default_policy"], shared[SAMPLES], metrics.values
+
+
+def test_teacher_rows_follow_their_source_with_delta_t_as_advantage(setup):
+    cfg, episodes, module = setup
+    out, t, metrics = run(cfg, episodes, module, seed=7)
+    n_steps = sum(len(e) for e in episodes)
+    teacher = [j for j, d in enumerate(t.sample_delta) if d is not None]
+    assert teacher and len(t) == n_steps + len(teacher) == out["advantages"].shape[0]
+    assert metrics["opid/teacher_samples/rows"] == len(teacher)
+    src = [j - 1 for j in teacher]
+    # Each teacher row sits right after the step-skill row it was drawn for, with that row's plain prompt.
+    assert all(t.sample_delta[i] is None and t.use_step[i] for i in src)
+    assert sum(t.use_step) == len(teacher)  # rows="step": one teacher row per step-skill row
+    for i, j in zip(src, teacher):
+        assert (t.prompt[j], t.traj_id[j], t.step_index[j]) == (t.prompt[i], t.traj_id[i], t.step_index[i])
+        assert not t.use_step[j] and not t.use_episode[j] and t.outcome_adv[j] == 0
+    # The responses are samples of the old policy under the STEP-SKILL prompt: same RNG state, same tokens.
+    skill_ids, _ = module.encode_prompts([t.prompt_step[i] for i in src])
+    torch.manual_seed(7)
+    gens = HFBackend(model=module.model, tokenizer=module.tokenizer,
+                     stop=module.model_config["backend_kwargs"]["stop"]).generate(
+        skill_ids, temperature=module.model_config["temperature"], max_new_tokens=cfg.max_new_tokens)
+    assert [list(g.token_ids) for g in gens] == [t.response_ids[j] for j in teacher]
+    # A_T = w_T * (log pi_old(y_T | x + skill) - log pi_old(y_T | x)), and the ratio starts at 1 (old = student).
+    plain_ids, _ = module.encode_prompts([t.prompt[i] for i in src])
+    for k, j in enumerate(teacher):
+        y = t.response_ids[j]
+        lp_teacher = module.score([skill_ids[k]], [y])[0]
+        lp_student = module.score([plain_ids[k]], [y])[0]
+        r = len(y)
+        np.testing.assert_allclose(out["old_logp"][j, :r].numpy(), lp_student, atol=1e-5)
+        np.testing.assert_allclose(out["advantages"][j, :r].numpy(), W_T * (lp_teacher - lp_student), atol=1e-4)
+        assert np.all(out["advantages"][j, r:].numpy() == 0) and np.all(out["teacher_delta"][j].numpy() == 0)
+    # The student's own rows keep exactly the advantage they get without teacher samples.
+    base, t0, m0 = run(cfg, episodes, module, teacher_sample_adv_weight=0.0)
+    own = [j for j in range(len(t)) if t.sample_delta[j] is None]
+    assert len(t0) == n_steps and all(d is None for d in t0.sample_delta) and "opid/teacher_samples/rows" not in m0
+    width = base["advantages"].shape[1]
+    np.testing.assert_allclose(out["advantages"][own, :width].numpy(), base["advantages"].numpy(), atol=1e-5)
+
+
+def test_routed_rows_and_plan_diagnostics(setup):
+    cfg, episodes, module = setup
+    _, t, metrics = run(cfg, episodes, module, teacher_sample_rows="routed")
+    n_steps = sum(len(e) for e in episodes)
+    teacher = [j for j, d in enumerate(t.sample_delta) if d is not None]
+    assert len(teacher) + metrics["opid/teacher_samples/empty"] == n_steps  # critical-first routes every row
+    # The teacher's action is compared with the env's expert next action, as the student's is.
+    texts = [module.tokenizer.decode(t.response_ids[j], skip_special_tokens=True) for j in teacher]
+    want = [plan_match(project_action("searchqa", x)[0], [t.expert_action[j]]) for x, j in zip(texts, teacher)]
+    np.testing.assert_array_equal(t.on_plan[teacher], want)
+    assert metrics["opid/teacher_samples/on_plan_frac"] == pytest.approx(np.mean(want))
+    student = np.mean(t.on_plan[[j - 1 for j in teacher]])
+    assert metrics["opid/teacher_samples/student_on_plan_frac"] == pytest.approx(student)
+
+
+def test_one_step_on_teacher_rows_moves_the_student_toward_the_teacher(setup):
+    """Where Delta_T > 0 (the teacher prefers its own sample more than the student does), a gradient step of the
+    clipped loss on those rows raises log pi(y_T | x): the teacher's choice reaches the plain prompt."""
+    cfg, episodes, module = setup
+    out, t, _ = run(cfg, episodes, module, seed=11, clip_teacher_adv=None)
+    rows = [j for j, d in enumerate(t.sample_delta) if d is not None and float(np.sum(d)) > 0]
+    assert rows
+    student = copy.deepcopy(module)
+    sub = {k: v[rows] for k, v in out.items()}
+    before = (sub["old_logp"] * sub["response_mask"]).sum(1)
+    opt = torch.optim.SGD([p for p in student.model.parameters() if p.requires_grad], lr=0.05)
+    fwd = student._forward_train(sub)
+    loss, _ = ppo_token_loss(fwd["logp"], sub["old_logp"], sub["advantages"], sub["response_mask"], kl_coeff=0.0,
+                             entropy_coeff=0.0)
+    loss.backward()
+    opt.step()
+    after = (student._forward_train(sub)["logp"].detach() * sub["response_mask"]).sum(1)
+    assert float((after - before).mean()) > 0
+
+
+def test_bad_rows_setting_names_the_field():
+    with pytest.raises(ValueError, match="teacher_sample_rows='all'"):
+        TeacherSamples(weight=1.0, rows="all")
+    cfg = tiny_config(teacher_sample_adv_weight=-0.1, teacher_sample_rows="all")
+    with pytest.raises(ValueError) as e:
+        cfg.validate()
+    assert "teacher_sample_adv_weight=-0.1" in str(e.value) and "teacher_sample_rows='all'" in str(e.value)
+
+
+@pytest.mark.parametrize("over, says", [
+    ({"analyzer": "none"}, "needs an analyzer"),
+    ({"step_skill_adv_weight": 0.0}, "step_skill_adv_weight=0 routes none"),
+    ({"step_skill_adv_weight": 0.0, "episode_skill_adv_weight": 0.0, "teacher_sample_rows": "routed"},
+     "both skill weights are 0"),
+])
+def test_settings_that_would_route_no_teacher_sample_are_refused(over, says):
+    with pytest.raises(ValueError, match=says):
+        tiny_config(teacher_sample_adv_weight=1.0, **over).validate()
+    tiny_config(teacher_sample_adv_weight=0.0, **over).validate()  # off: nothing to refuse
