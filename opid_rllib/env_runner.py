@@ -195,7 +195,7 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         ep.add_env_reset(observation=obs, infos=info)
         ep.custom_data["opid"] = {"task_id": task_id, "group_id": group_id, "traj_id": f"{group_id}/{copy_idx}",
                                   "task": info.get("task", ""), "task_type": info.get("task_type", ""),
-                                  "won": False, "env_error": False}
+                                  "env_name": self.env_name, "won": False, "env_error": False}
         return {"env_idx": i, "env": env, "task_id": task_id, "episode": ep, "obs": obs, "info": info,
                 "history": [], "done": False, "records": []}
 

@@ -48,7 +48,7 @@ class CombineAdvantages(ConnectorV2):
         deltas = {k: teacher_delta(_pad_rows(getattr(t, f"logp_{k}"), width, np.nan), logp_old, mask, q[k])
                   for k in ("ep", "step")}
         # Delta_T on teacher-sampled rows, 0 on the student's own rows (TeacherSamples).
-        delta_sample = _pad_rows(t.sample_delta or [None] * len(t), width, 0.0) * mask
+        delta_sample = _pad_rows(t.sample_delta, width, 0.0)  # combine_advantages masks padding
         adv, stats = combine_advantages(
             t.outcome_adv, mask, deltas["ep"], deltas["step"], self.w_ep, self.w_step,
             normalize_teacher=self.normalize_teacher, clip_teacher=self.clip_teacher,

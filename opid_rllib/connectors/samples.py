@@ -37,6 +37,7 @@ class StepSamples:
     # env gives no expert plan (teacher diagnostics only; never used in the advantage).
     on_plan: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     expert_action: list[Optional[str]] = field(default_factory=list)  # the env's expert next action, else None
+    env_name: list[Optional[str]] = field(default_factory=list)  # the runner's prompt family (projects actions)
     # -- SkillPrompts -----------------------------------------------------------------------
     episode_skill: list[Optional[str]] = field(default_factory=list)  # routed episode skill, else None
     step_skill: list[Optional[str]] = field(default_factory=list)     # routed step skill, else None
@@ -108,6 +109,7 @@ class EpisodesToStepSamples(ConnectorV2):
                 t.sampling_logp.append(np.asarray(extra["logp"][i][:n], np.float32))
                 t.traj_id.append(meta["traj_id"])
                 t.skills.append(meta.get("skills"))
+                t.env_name.append(meta.get("env_name"))
                 adv_all.append(float(adv[i]))
                 idx_all.append(i)
                 # infos[i] is what the agent saw before acting at step i (infos[0] = the reset info).

@@ -32,16 +32,17 @@ from ray.rllib.connectors.connector_v2 import ConnectorV2
 from opid_rllib.advantages import plan_match
 from opid_rllib.connectors.common import log, policy_module
 from opid_rllib.connectors.samples import SAMPLES, StepSamples
+from opid_rllib.prompts import project_action
 
 TEACHER_SAMPLE_ROWS = ("step", "routed")
 
 
 class TeacherSamples(ConnectorV2):
-    def __init__(self, *args, weight: float = 0.0, rows: str = "step", env_name: str | None = None, **kw):
+    def __init__(self, *args, weight: float = 0.0, rows: str = "step", **kw):
         super().__init__(*args, **kw)
         if rows not in TEACHER_SAMPLE_ROWS:
             raise ValueError(f"teacher_sample_rows={rows!r}: use one of {TEACHER_SAMPLE_ROWS}")
-        self.weight, self.rows, self.env_name = float(weight), rows, env_name
+        self.weight, self.rows = float(weight), rows
         self._backend = None
 
     def _skill_prompt(self, t: StepSamples, i: int):
@@ -90,27 +91,20 @@ class TeacherSamples(ConnectorV2):
         """The teacher's responses as rows of the table: plain prompt x, no skill of their own (so no
         OPID Delta and no GRPO outcome term: the episode never took that action), Delta_T as advantage."""
         src = [i for i, _, _ in keep]
-        plan = [plan_match(self._action(g.text), [t.expert_action[i]])
-                if t.expert_action[i] is not None else float("nan") for i, _, g in keep]
+        # Plan match of the teacher's command (a diagnostic only): where the env gives an expert plan.
+        plan = [plan_match(project_action(t.env_name[i], g.text)[0], [t.expert_action[i]])
+                if t.expert_action[i] is not None and t.env_name[i] else float("nan") for i, _, g in keep]
         n = len(src)
         return StepSamples(
             prompt=[t.prompt[i] for i in src], response_ids=resp, sampling_logp=list(lp_student),
             outcome_adv=np.zeros(n, np.float32), traj_id=[t.traj_id[i] for i in src],
             step_index=t.step_index[src], skills=[None] * n, on_plan=np.asarray(plan, np.float32),
-            expert_action=[t.expert_action[i] for i in src], episode_skill=[None] * n, step_skill=[None] * n,
+            expert_action=[t.expert_action[i] for i in src], env_name=[t.env_name[i] for i in src],
+            episode_skill=[None] * n, step_skill=[None] * n,
             prompt_ep=[None] * n, prompt_step=[None] * n, prompt_ids=[t.prompt_ids[i] for i in src],
             logp_old=list(lp_student), logp_ep=[None] * n, logp_step=[None] * n,
             sample_delta=[np.asarray(a, np.float32) - np.asarray(b, np.float32)
                           for a, b in zip(lp_teacher, lp_student)])
-
-    def _action(self, text: str) -> str:
-        """The env action a response stands for (the raw text where the env has no prompt family here)."""
-        from opid_rllib.prompts import project_action
-
-        try:
-            return project_action(str(self.env_name), text)[0]
-        except ValueError:
-            return text
 
     @staticmethod
     def _log(metrics, t: StepSamples, keep, new: StepSamples) -> None:

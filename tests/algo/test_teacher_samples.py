@@ -85,7 +85,9 @@ def test_routed_rows_and_plan_diagnostics(setup):
     n_steps = sum(len(e) for e in episodes)
     teacher = [j for j, d in enumerate(t.sample_delta) if d is not None]
     assert len(teacher) + metrics["opid/teacher_samples/empty"] == n_steps  # critical-first routes every row
-    # The teacher's action is compared with the env's expert next action, as the student's is.
+    # The teacher's action is projected with the runner's prompt family (carried per row from the episode)
+    # and compared with the env's expert next action, as the student's is.
+    assert set(t.env_name) == {"searchqa"} and len(t.env_name) == len(t)
     texts = [module.tokenizer.decode(t.response_ids[j], skip_special_tokens=True) for j in teacher]
     want = [plan_match(project_action("searchqa", x)[0], [t.expert_action[j]]) for x, j in zip(texts, teacher)]
     np.testing.assert_array_equal(t.on_plan[teacher], want)
