@@ -5,7 +5,9 @@
 
 Writes a Hugging Face model folder to --out (weights, tokenizer, generation config) that
 `AutoModelForCausalLM`, `opid_rllib.models.resolve_model(path)` and OPID's `model=` accept, plus
-`sft_stats.json` (demos, tokens, loss curve, wall times). Use the same --history-length,
+`sft_stats.json` (demos, tokens, loss curve, wall times). --policy-tasks N adds DAgger samples: --model
+first plays N other games, and the env expert labels each state it reached (opid_rllib/sft/dagger.py; with
+--tasks 0 those are the whole data set). Use the same --history-length,
 --max-prompt-len and thinking setting as the RL run: the prompts are the runner's.
 
 Long runs: progress lines (step/total, loss, elapsed, ETA) go to stderr every --progress-every-s
@@ -62,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--hint-follow-prob", type=float, default=0.0,
                     help="per demonstrated step, chance of one extra sample whose step skill names another admissible "
                          "command, with that command as target: teaches the policy to read skills (0 = off)")
+    ap.add_argument("--policy-tasks", type=int, default=0,
+                    help="DAgger: --model first plays this many other games of --split, and every state it reaches "
+                         "gets a sample labelled with the env expert's next command (0 = off; needs an expert plan)")
+    ap.add_argument("--policy-temperature", type=float, default=0.4, help="sampling temperature of those games")
+    ap.add_argument("--policy-max-new-tokens", type=int, default=48, help="response cap of those games")
     ap.add_argument("--enable-thinking", action="store_true", help="chat template with thinking on (match the RL run)")
     ap.add_argument("--env-kwargs", default="{}", help="JSON dict passed to envs.make (e.g. '{\"seed\": 0}')")
     ap.add_argument("--time-budget-s", type=float, default=None, help="stop training after this many seconds")
@@ -84,7 +91,12 @@ def _check(args) -> dict:
         args.env = envs.env_name_of(args.env)
     except ValueError as e:
         raise CliError(str(e)) from None
-    for key, ok in (("tasks", args.tasks >= 1), ("epochs", args.epochs >= 1), ("batch_size", args.batch_size >= 1),
+    if args.tasks < 1 and args.policy_tasks < 1:
+        raise CliError(f"--tasks={args.tasks}: must be >= 1 (or 0 with --policy-tasks >= 1)")
+    for key, ok in (("tasks", args.tasks >= 0), ("policy_tasks", args.policy_tasks >= 0),
+                    ("policy_temperature", args.policy_temperature >= 0),
+                    ("policy_max_new_tokens", args.policy_max_new_tokens >= 1), ("epochs", args.epochs >= 1),
+                    ("batch_size", args.batch_size >= 1),
                     ("max_steps", args.max_steps >= 1), ("max_prompt_len", args.max_prompt_len >= 16),
                     ("history_length", args.history_length >= 0), ("max_tokens_per_micro", args.max_tokens_per_micro >= 1),
                     ("skill_fraction", 0.0 <= args.skill_fraction <= 1.0),
@@ -92,7 +104,8 @@ def _check(args) -> dict:
                     ("lr", args.lr is None or args.lr > 0)):
         if not ok:
             raise CliError(f"--{key.replace('_', '-')}={getattr(args, key)}: out of range "
-                           "(tasks/epochs/batch-size/max-steps >= 1, max-prompt-len >= 16, history-length >= 0, "
+                           "(tasks/policy-tasks >= 0, epochs/batch-size/max-steps/policy-max-new-tokens >= 1, "
+                           "policy-temperature >= 0, max-prompt-len >= 16, history-length >= 0, "
                            "skill-fraction and hint-follow-prob in [0, 1], lr > 0)")
     try:
         env_kwargs = json.loads(args.env_kwargs)
@@ -132,19 +145,44 @@ def run(args) -> dict:
     print(f"[opid-sft] env={args.env} split={args.split} model={model_path} out={args.out}", flush=True)
 
     cstats: dict = {}
-    try:
-        demos = collect_demonstrations(args.env, split=args.split, num_tasks=args.tasks,
-                                       history_length=args.history_length, max_steps=args.max_steps, seed=args.seed,
-                                       skill_fraction=args.skill_fraction, env_kwargs=env_kwargs, stats=cstats,
-                                       step_skill_wording=args.step_skill_wording, deviation_prob=args.deviation_prob,
-                                       response_style=args.response_style, hint_follow_prob=args.hint_follow_prob,
-                                       progress=Progress(args.tasks, prefix="[opid-sft] expert", unit="game",
-                                                         every_s=args.progress_every_s).update)
-    except (ValueError, KeyError) as e:
-        raise CliError(f"collecting demonstrations failed: {e}") from None
+    demos = []
+    if args.tasks >= 1:
+        try:
+            demos = collect_demonstrations(
+                args.env, split=args.split, num_tasks=args.tasks, history_length=args.history_length,
+                max_steps=args.max_steps, seed=args.seed, skill_fraction=args.skill_fraction, env_kwargs=env_kwargs,
+                stats=cstats, step_skill_wording=args.step_skill_wording, deviation_prob=args.deviation_prob,
+                response_style=args.response_style, hint_follow_prob=args.hint_follow_prob,
+                progress=Progress(args.tasks, prefix="[opid-sft] expert", unit="game",
+                                  every_s=args.progress_every_s).update)
+        except (ValueError, KeyError) as e:
+            raise CliError(f"collecting demonstrations failed: {e}") from None
+        print(f"[opid-sft] expert won {cstats['episodes_won']}/{cstats['episodes_tried']} episodes -> {len(demos)} "
+              f"demos ({cstats['episodes_with_skills']} episodes with skills) in {time.perf_counter() - t0:.1f}s",
+              flush=True)
+    pstats: dict = {}
+    if args.policy_tasks >= 1:
+        from opid_rllib.sft.dagger import collect_policy_demos
+
+        t_pol = time.perf_counter()
+        try:
+            pdemos = collect_policy_demos(
+                str(model_path), args.env, split=args.split, num_tasks=args.policy_tasks,
+                history_length=args.history_length, max_steps=args.max_steps, seed=args.seed,
+                max_new_tokens=args.policy_max_new_tokens, temperature=args.policy_temperature, env_kwargs=env_kwargs,
+                response_style=args.response_style, hint_follow_prob=args.hint_follow_prob, stats=pstats,
+                progress=Progress(args.policy_tasks, prefix="[opid-sft] policy", unit="game",
+                                  every_s=args.progress_every_s).update)
+        except (ValueError, KeyError) as e:
+            raise CliError(f"--policy-tasks: collecting policy-state demonstrations failed: {e}") from None
+        if pstats["labelled_states"] == 0:
+            raise CliError(f"--policy-tasks: env={args.env} gave no expert plan at any state the policy reached "
+                           "(info['expert_actions']); policy-state samples need an env with an expert")
+        print(f"[opid-sft] policy won {pstats['policy_won']}/{pstats['policy_episodes']} games; "
+              f"{pstats['labelled_states']} distinct states labelled by the expert (policy agreed at "
+              f"{pstats['policy_agreed']}) -> {len(pdemos)} demos in {time.perf_counter() - t_pol:.1f}s", flush=True)
+        demos = demos + pdemos
     collect_s = time.perf_counter() - t0
-    print(f"[opid-sft] expert won {cstats['episodes_won']}/{cstats['episodes_tried']} episodes -> {len(demos)} demos "
-          f"({cstats['episodes_with_skills']} episodes with skills) in {collect_s:.1f}s", flush=True)
     if not demos:
         raise CliError(f"the expert won none of the {cstats['episodes_tried']} episodes of env={args.env} "
                        f"split={args.split} within --max-steps {args.max_steps}; nothing to clone")
@@ -160,6 +198,7 @@ def run(args) -> dict:
     stats_path = Path(out) / STATS_FILE
     stats = json.loads(stats_path.read_text())
     stats.update({"env": args.env, "split": args.split, "model": args.model, "collection": cstats,
+                  "policy_states": pstats, "policy_tasks": args.policy_tasks,
                   "history_length": args.history_length, "max_steps": args.max_steps,
                   "skill_fraction": args.skill_fraction, "step_skill_wording": args.step_skill_wording,
                   "deviation_prob": args.deviation_prob, "enable_thinking": bool(args.enable_thinking),

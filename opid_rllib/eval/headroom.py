@@ -39,6 +39,11 @@ def format_headroom(student: Mapping[str, Any], teacher: Mapping[str, Any]) -> s
     s_all, t_all = student["success_pct"].get("All"), teacher["success_pct"].get("All")
     if s_all and t_all is not None:
         ratio = t_all / s_all
+    sk, tk = student.get("expert_agreement_by_kind") or {}, teacher.get("expert_agreement_by_kind") or {}
+    if sk and tk:
+        fk = lambda d, k: fmt((d.get(k) or {}).get("pct"))  # noqa: E731
+        lines.append("Agree% by the expert's next command, student / teacher: "
+                     + ", ".join(f"{k} {fk(sk, k)} / {fk(tk, k)}" for k in sk))
     lines.append("teacher = the same policy with the step skill naming the expert's next action (the hindsight "
                  "analyzer's wording) at every step" + (f"; teacher/student on All = {ratio:.2f}x" if ratio else ""))
     return "\n".join(lines)

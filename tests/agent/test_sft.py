@@ -8,6 +8,7 @@ the training test uses a handful of demos, a 128-token prompt window and two epo
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -354,6 +355,42 @@ def test_expert_agreement_counts_valid_steps_matching_the_plan():
             {"actions": ["open drawer 1"], "format_valid": [True]}]  # no plan: not counted
     assert expert_agreement("alfworld", recs) == pytest.approx(0.5)  # 2 planned steps, 1 valid + equal
 
+
+
+def test_agreement_by_the_experts_command_kind(tmp_path, capsys):
+    """The split that shows a policy walking right but never picking the object up; bench/eval_agreement.py
+    re-reads opid-eval folders into it."""
+    import importlib.util
+
+    from opid_rllib.eval.headroom import format_headroom
+    from opid_rllib.eval.table import command_kind, expert_agreement, expert_agreement_by_kind, summarize
+
+    assert [command_kind(c) for c in ["Go to  desk 1", "take pen 1 from desk 1", "<search>who</search>",
+                                      "click[Buy Now]", "  "]] == ["go to", "take", "search", "click", "other"]
+    recs = [{"task_type": "pick_and_place_simple", "won": False, "length": 4,
+             "actions": ["go to desk 1", "go to desk 1", "take pen 1 from desk 1", "go to bed 1"],
+             "format_valid": [True, True, False, True],
+             "expert_next": ["go to desk 1", "take pen 1 from desk 1", "take pen 1 from desk 1", "go to bed 1"]},
+            {"task_type": "pick_and_place_simple", "won": True, "length": 1, "actions": ["take cd 1 from bed 1"],
+             "format_valid": [True], "expert_next": ["take cd 1 from bed 1"]}]
+    by = expert_agreement_by_kind("alfworld", recs)
+    assert by == {"take": {"pct": 33.33, "steps": 3}, "go to": {"pct": 100.0, "steps": 2}}  # most planned first
+    assert expert_agreement("alfworld", recs) == pytest.approx(3 / 5)
+    student = summarize(recs, "alfworld")
+    assert student["expert_agreement_by_kind"] == by
+    teacher = summarize([dict(r, actions=list(r["expert_next"]), format_valid=[True] * r["length"]) for r in recs],
+                        "alfworld")
+    assert "student / teacher: take 33.3 / 100.0, go to 100.0 / 100.0" in format_headroom(student, teacher)
+
+    for name, rs in (("episodes.jsonl", recs), ("teacher_episodes.jsonl", recs[1:])):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rs))
+    bench = Path(__file__).resolve().parents[2] / "bench" / "eval_agreement.py"
+    spec = importlib.util.spec_from_file_location("eval_agreement", bench)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main([str(tmp_path)]) == 0
+    assert "student / teacher: take 33.3 / 100.0, go to 100.0 / -" in capsys.readouterr().out
+    assert mod.main([str(tmp_path / "nope")]) == 2
 
 @pytest.mark.slow
 def test_evaluate_greedy_plays_through_the_eval_runner(one_thread):

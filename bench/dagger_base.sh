@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# DAgger rounds on top of the skill-literate base (issue 13, section 2: a student that wins 10-30 %).
+# Each round the previous model plays 300 train games (`opid-sft --policy-tasks 300`), the env's expert labels
+# every distinct state it reached, and the model is fine-tuned on those samples plus 100 games of expert demos
+# (same settings as bench/skill_literate_base.sh's stages 2-3, hint-following samples at 0.5 on both); then the
+# unseen panel is played as student and as oracle-skill teacher. README: "DAgger on the student's own states".
+#
+#   bash bench/dagger_base.sh BASE [OUT_DIR] [ROUNDS]   # BASE: skill_literate_base.sh's stage3; default
+#                                                       # runs/dagger, 2 rounds; ~30 min + 5 min eval each
+set -euo pipefail
+BASE=${1:?usage: bash bench/dagger_base.sh BASE [OUT_DIR] [ROUNDS]}
+OUT=${2:-runs/dagger}
+ROUNDS=${3:-2}
+mkdir -p "$OUT"
+COMMON=(--env alfworld --epochs 2 --lr 1e-3 --batch-size 8 --history-length 2 --max-steps 30 --skill-fraction 0.5
+        --step-skill-wording analyzer --deviation-prob 0.15 --response-style action --torch-threads 2
+        --tasks 100 --policy-tasks 300 --hint-follow-prob 0.5)
+prev=$BASE
+for r in $(seq 1 "$ROUNDS"); do
+  stage=$((r + 3))  # the base is stage 3
+  [ -f "$OUT/stage$stage/config.json" ] || opid-sft "${COMMON[@]}" --model "$prev" --out "$OUT/stage$stage" \
+    --seed $((stage - 1))
+  [ -f "$OUT/headroom$stage/results.json" ] || opid-eval --env alfworld --panel alfworld/valid_unseen@v1 \
+    --model "$OUT/stage$stage" --skills oracle --history-length 2 --max-steps 30 --max-new-tokens 48 \
+    --temperature 0.4 --torch-threads 2 --output "$OUT/headroom$stage"
+  prev=$OUT/stage$stage
+done
