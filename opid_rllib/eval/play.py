@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 
 def episode_record(ep, task_id: str | None = None) -> dict[str, Any]:
@@ -50,11 +50,14 @@ def _reset_failed_record(task_id: str) -> dict[str, Any]:
 
 
 def play_tasks(runner, task_ids: Sequence[str], *, temperature: float, seed: int = 0, batch_envs: int = 16,
-               progress: bool = True, desc: str = "eval", skills: str = "none") -> list[dict[str, Any]]:
+               progress: bool = True, desc: str = "eval", skills: str = "none",
+               on_chunk: Callable[[list, list], None] | None = None) -> list[dict[str, Any]]:
     """Play every task id once (greedy if temperature <= 0) with a built runner; records in task order.
 
     skills="oracle": the skill teacher plays (the expert's next action as a step skill at every step,
-    GroupedTextEnvRunner.sample_groups); "none": the plain policy, as deployed.
+    GroupedTextEnvRunner.sample_groups); "none": the plain policy, as deployed. on_chunk, if given, is called
+    as on_chunk(chunk task ids, the runner's finished SingleAgentEpisodes of it), e.g. to keep their prompts
+    and infos.
 
     Works with any GroupedTextEnvRunner, e.g. an algorithm's local env runner for in-training eval.
     The bar advances per finished chunk; its postfix shows the current step (a chunk can take minutes).
@@ -88,6 +91,8 @@ def play_tasks(runner, task_ids: Sequence[str], *, temperature: float, seed: int
             chunk = [str(t) for t in task_ids[start:start + batch_envs]]
             eps = runner.sample_groups(chunk, explore=False, analyze=False, group_size=1,
                                        temperature=float(temperature), seed=int(seed) + k, skills=skills)
+            if on_chunk is not None:
+                on_chunk(chunk, eps)
             got = iter(eps)
             nxt = next(got, None)
             for tid in chunk:  # episodes come back in task order, minus tasks whose reset failed

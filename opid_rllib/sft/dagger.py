@@ -19,6 +19,7 @@ another admissible command, which is the target), so a base keeps reading skills
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -38,6 +39,7 @@ def play_policy(model: str, env_name: str, task_ids: Sequence[str], *, split: st
     from envs.panels import Panel
     from opid_rllib.env_runner import GroupedTextEnvRunner
     from opid_rllib.eval.panel import build_eval_config
+    from opid_rllib.eval.play import play_tasks
 
     panel = Panel(name=f"{env_name}/{split}:policy-states", env=env_name, split=split,
                   task_ids=tuple(str(t) for t in task_ids), env_kwargs=dict(env_kwargs or {}))
@@ -46,14 +48,18 @@ def play_policy(model: str, env_name: str, task_ids: Sequence[str], *, split: st
     cfg.validate()
     runner = GroupedTextEnvRunner(config=cfg)
     episodes: list = []
-    try:
-        ids = list(panel.task_ids)
-        for k, start in enumerate(range(0, len(ids), int(batch_envs))):
-            episodes.extend(runner.sample_groups(ids[start:start + int(batch_envs)], explore=False, analyze=False,
-                                                 group_size=1, temperature=float(temperature), seed=int(seed) + k))
-            if progress is not None:
-                progress(min(start + int(batch_envs), len(ids)),
-                         won=sum(bool(e.custom_data["opid"]["won"]) for e in episodes))
+    played = 0
+
+    def keep(chunk, chunk_episodes) -> None:
+        nonlocal played
+        episodes.extend(chunk_episodes)
+        played += len(chunk)
+        if progress is not None:
+            progress(played, won=sum(bool(e.custom_data["opid"]["won"]) for e in episodes))
+
+    try:  # the evaluation's own loop: same chunks, same per-chunk generation seeds (seed + k)
+        play_tasks(runner, list(panel.task_ids), temperature=float(temperature), seed=int(seed),
+                   batch_envs=int(batch_envs), progress=False, on_chunk=keep)
     finally:
         runner.stop()
     return episodes
@@ -125,17 +131,12 @@ def _hint_sample(env_name: str, meta: dict[str, Any], step: int, prompt: str, ex
     demos.py writes it), and X is the target: only the skill says what to do."""
     admissible = list(info.get("admissible_actions", []))
     named = hint_action(admissible, expert, rng)
-    if named is None:
-        return None
-    response = expert_response(env_name, task=meta.get("task", ""), action=named, style=response_style)
-    action, valid = project_action(env_name, response)
-    if not valid or not same_action(env_name, action, named):
+    demo = None if named is None else _labelled(env_name, meta, step, prompt, named, response_style)
+    if demo is None:
         return None
     state = {"history": [None] * step, "observation": obs, "admissible": admissible}
     skill = analyzer_skill(env_name, state, sampled=expert, named=named)
-    return Demo(env_name=env_name, task_id=str(meta.get("task_id", "")), step=step,
-                prompt=insert_skills(prompt, step_skill=skill), response=response, action=action, base_prompt=prompt,
-                step_skill=skill, hint_follow=True)
+    return replace(demo, prompt=insert_skills(prompt, step_skill=skill), step_skill=skill, hint_follow=True)
 
 
 def collect_policy_demos(model: str, env_name: str, *, split: str = "train", num_tasks: int, history_length: int,
