@@ -24,10 +24,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from opid_rllib.prompts import insert_skills, project_action
+from opid_rllib.prompts import insert_skills
 from opid_rllib.sft.demo_skills import analyzer_skill, hint_action
 from opid_rllib.sft.demos import Demo
-from opid_rllib.sft.responses import expert_response, same_action
+from opid_rllib.sft.responses import checked_response, same_action
 
 
 def play_policy(model: str, env_name: str, task_ids: Sequence[str], *, split: str = "train", history_length: int,
@@ -117,10 +117,10 @@ def policy_state_demos(env_name: str, episodes: Sequence, *, response_style: str
 
 def _labelled(env_name: str, meta: dict[str, Any], step: int, prompt: str, expert: str,
               response_style: str) -> Demo | None:
-    response = expert_response(env_name, task=meta.get("task", ""), action=expert, style=response_style)
-    action, valid = project_action(env_name, response)
-    if not valid or not same_action(env_name, action, expert):
+    checked = checked_response(env_name, task=meta.get("task", ""), action=expert, style=response_style)
+    if checked is None:
         return None
+    response, action = checked
     return Demo(env_name=env_name, task_id=str(meta.get("task_id", "")), step=step, prompt=prompt,
                 response=response, action=action, base_prompt=prompt)
 

@@ -19,10 +19,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from opid_rllib.prompts import build_prompt, insert_skills, project_action
+from opid_rllib.prompts import build_prompt, insert_skills
 from opid_rllib.sft.demo_skills import (analyzer_skill, analyzer_step_skill, hint_action, skill_workflow,
                                         step_skill_text, wrong_action)
-from opid_rllib.sft.responses import RESPONSE_STYLES, expert_response, same_action
+from opid_rllib.sft.responses import RESPONSE_STYLES, checked_response, expert_response  # noqa: F401 (re-export)
 
 
 # Skill modes of a skill-augmented episode and their probabilities.
@@ -90,10 +90,10 @@ def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] 
                 if term or trunc:
                     return None
                 continue
-        response = expert_response(env_name, task=task, action=todo[0], style=response_style)
-        action, valid = project_action(env_name, response)
-        if not valid or not same_action(env_name, action, todo[0]):
+        checked = checked_response(env_name, task=task, action=todo[0], style=response_style)
+        if checked is None:
             return None
+        response, action = checked
         steps.append({"observation": obs, "history": list(history), "admissible": list(info.get("admissible_actions", [])),
                       "response": response, "action": action, "expert_actions": todo, "reward": 0.0})
         prev_obs = obs
@@ -264,10 +264,10 @@ def _hint_follow_demos(env_name: str, ep: dict[str, Any], history_length: int, r
         named = hint_action(s["admissible"], s["action"], rng)
         if named is None:
             continue
-        response = expert_response(env_name, task=ep["task"], action=named, style=response_style)
-        action, valid = project_action(env_name, response)
-        if not valid or not same_action(env_name, action, named):
+        checked = checked_response(env_name, task=ep["task"], action=named, style=response_style)
+        if checked is None:
             continue
+        response, action = checked
         skill = analyzer_skill(env_name, s, sampled=s["action"], named=named)
         base = _base_prompt(env_name, ep, s, history_length)
         out.append(Demo(env_name=env_name, task_id=ep["task_id"], step=len(s["history"]),

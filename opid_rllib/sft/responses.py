@@ -62,6 +62,18 @@ def expert_response(env_name: str, *, task: str, action: str, style: str = "reas
     return f"<think>Goal: {goal} ; next: {_clean(cmd)}.</think>\n<action>{cmd}</action>"
 
 
+def checked_response(env_name: str, *, task: str, action: str, style: str) -> tuple[str, str] | None:
+    """(target response, the command the projection reads from it) for demonstrating `action`, or None when
+    the projection would not read that command back (a demo must teach exactly the command it names)."""
+    from opid_rllib.prompts import project_action
+
+    response = expert_response(env_name, task=task, action=action, style=style)
+    projected, valid = project_action(env_name, response)
+    if not valid or not same_action(env_name, projected, action):
+        return None
+    return response, projected
+
+
 def command_key(command: str) -> str:
     """A command as compared: lower case, whitespace collapsed."""
     return " ".join(str(command).lower().split())
