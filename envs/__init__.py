@@ -24,6 +24,27 @@ def make(name: str, **kwargs):
     return gym.make(gym_id, **kwargs).unwrapped
 
 
+# Demonstrators a warm start can clone instead of the env's expert (`opid-sft --demonstrator`): short env
+# name -> {kind: "module:Class"}; the class has reset(obs, info), act(obs, info) -> command | None and
+# observe(command, obs). "expert" (info["expert_actions"][0]) needs no entry.
+DEMONSTRATORS = {"alfworld": {"sweep": "envs.alfworld.sweep:SweepDemonstrator"}}
+
+
+def make_demonstrator(name: str, kind: str):
+    """A fresh demonstrator of `kind` for env `name`; None for "expert" (the env's own plan)."""
+    if kind == "expert":
+        return None
+    short = env_name_of(name)
+    entry = DEMONSTRATORS.get(short, {}).get(kind)
+    if entry is None:
+        have = ["expert", *sorted(DEMONSTRATORS.get(short, {}))]
+        raise ValueError(f"demonstrator={kind!r}: env {short!r} has {have}")
+    import importlib
+
+    module, cls = entry.split(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
 def env_name_of(name: str) -> str:
     """Map a gymnasium id or short name to the short name."""
     for short, (gym_id, _) in ENVS.items():

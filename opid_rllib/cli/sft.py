@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--hint-follow-prob", type=float, default=0.0,
                     help="per demonstrated step, chance of one extra sample whose step skill names another admissible "
                          "command, with that command as target: teaches the policy to read skills (0 = off)")
+    ap.add_argument("--demonstrator", default="expert",
+                    help="who plays the demo games: 'expert' (the env's expert plan) or an env's own demonstrator, "
+                         "e.g. alfworld's 'sweep' (acts only on what the prompt shows, so a small student can copy it)")
     ap.add_argument("--policy-tasks", type=int, default=0,
                     help="DAgger: --model first plays this many other games of --split, and every state it reaches "
                          "gets a sample labelled with the env expert's next command (0 = off; needs an expert plan)")
@@ -107,6 +110,13 @@ def _check(args) -> dict:
                            "(tasks/policy-tasks >= 0, epochs/batch-size/max-steps/policy-max-new-tokens >= 1, "
                            "policy-temperature >= 0, max-prompt-len >= 16, history-length >= 0, "
                            "skill-fraction and hint-follow-prob in [0, 1], lr > 0)")
+    try:
+        envs.make_demonstrator(args.env, args.demonstrator)
+    except ValueError as e:
+        raise CliError(f"--demonstrator: {e}") from None
+    if args.demonstrator != "expert" and args.policy_tasks >= 1:
+        raise CliError(f"--demonstrator {args.demonstrator} with --policy-tasks {args.policy_tasks}: policy states are "
+                       "labelled by the env's expert; use one of the two")
     try:
         env_kwargs = json.loads(args.env_kwargs)
     except json.JSONDecodeError as e:
@@ -153,12 +163,14 @@ def run(args) -> dict:
                 max_steps=args.max_steps, seed=args.seed, skill_fraction=args.skill_fraction, env_kwargs=env_kwargs,
                 stats=cstats, step_skill_wording=args.step_skill_wording, deviation_prob=args.deviation_prob,
                 response_style=args.response_style, hint_follow_prob=args.hint_follow_prob,
+                demonstrator=args.demonstrator,
                 progress=Progress(args.tasks, prefix="[opid-sft] expert", unit="game",
                                   every_s=args.progress_every_s).update)
         except (ValueError, KeyError) as e:
             raise CliError(f"collecting demonstrations failed: {e}") from None
-        print(f"[opid-sft] expert won {cstats['episodes_won']}/{cstats['episodes_tried']} episodes -> {len(demos)} "
-              f"demos ({cstats['episodes_with_skills']} episodes with skills) in {time.perf_counter() - t0:.1f}s",
+        print(f"[opid-sft] {args.demonstrator} won {cstats['episodes_won']}/{cstats['episodes_tried']} episodes -> "
+              f"{len(demos)} demos ({cstats['episodes_with_skills']} episodes with skills) in "
+              f"{time.perf_counter() - t0:.1f}s",
               flush=True)
     pstats: dict = {}
     if args.policy_tasks >= 1:
@@ -184,8 +196,8 @@ def run(args) -> dict:
         demos = demos + pdemos
     collect_s = time.perf_counter() - t0
     if not demos:
-        raise CliError(f"the expert won none of the {cstats['episodes_tried']} episodes of env={args.env} "
-                       f"split={args.split} within --max-steps {args.max_steps}; nothing to clone")
+        raise CliError(f"the {args.demonstrator} won none of the {cstats['episodes_tried']} episodes of "
+                       f"env={args.env} split={args.split} within --max-steps {args.max_steps}; nothing to clone")
 
     try:
         out = train_sft(model_path, demos, args.out, epochs=args.epochs, lr=lr, batch_size=args.batch_size,
@@ -203,7 +215,7 @@ def run(args) -> dict:
                   "skill_fraction": args.skill_fraction, "step_skill_wording": args.step_skill_wording,
                   "deviation_prob": args.deviation_prob, "enable_thinking": bool(args.enable_thinking),
                   "response_style": args.response_style, "hint_follow_prob": args.hint_follow_prob,
-                  "collect_seconds": collect_s, "wall_seconds": time.perf_counter() - t0})
+                  "demonstrator": args.demonstrator, "collect_seconds": collect_s, "wall_seconds": time.perf_counter() - t0})
     stats_path.write_text(json.dumps(stats, indent=2) + "\n")
     loss = "n/a" if stats["final_eval_loss"] is None else f"{stats['final_eval_loss']:.4f}"
     print(f"[opid-sft] wrote {out} ({stats['demos']} demos, {stats['tokens']} tokens, loss after training {loss}, "

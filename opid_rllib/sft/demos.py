@@ -62,7 +62,7 @@ def select_task_ids(all_ids: Sequence[str], num_tasks: int, seed: int | None) ->
 
 def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] | None = None,
           deviation_prob: float = 0.0, rng: np.random.Generator | None = None,
-          response_style: str = "reasoned") -> dict[str, Any] | None:
+          response_style: str = "reasoned", demonstrator=None) -> dict[str, Any] | None:
     """Play from reset with the runner's bookkeeping; None unless the episode is won.
 
     plan=None follows the live expert (expert_actions[0] at every step); a fixed `plan` is played
@@ -71,13 +71,21 @@ def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] 
     deviation_prob > 0 (live expert only, DAgger-style recovery states): before a step, with that
     probability, a random admissible non-expert command is played first; it is no demonstration, only
     history, so the next demonstrated step is the expert's recovery from where a policy would stray.
+    demonstrator (live play only): its `act` replaces the expert's plan (envs.make_demonstrator).
     """
     obs, info = env.reset(options={"task_id": task_id})
+    if demonstrator is not None:
+        demonstrator.reset(obs, info)
     steps: list[dict[str, Any]] = []
     history: list[tuple[str, str]] = []
     task, task_type = info.get("task", ""), info.get("task_type", "")
     while True:
-        todo = list(info.get("expert_actions") or []) if plan is None else list(plan[len(steps):])
+        if plan is not None:
+            todo = list(plan[len(steps):])
+        elif demonstrator is not None:
+            todo = [c for c in [demonstrator.act(obs, info)] if c]
+        else:
+            todo = list(info.get("expert_actions") or [])
         if not todo:
             return None
         if plan is None and deviation_prob > 0 and rng is not None and rng.random() < deviation_prob \
@@ -87,6 +95,8 @@ def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] 
                 prev_obs = obs
                 obs, _, term, trunc, info = env.step(wrong)
                 history.append((prev_obs, wrong))
+                if demonstrator is not None:
+                    demonstrator.observe(wrong, obs)
                 if term or trunc:
                     return None
                 continue
@@ -100,6 +110,8 @@ def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] 
         obs, reward, term, trunc, info = env.step(action)
         steps[-1]["reward"] = float(reward)
         history.append((prev_obs, action))
+        if demonstrator is not None and plan is None:
+            demonstrator.observe(action, obs)
         if not (term or trunc) and len(history) >= max_steps:
             trunc = True  # the runner's cap
         if term or trunc:
@@ -114,7 +126,7 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
                            env_kwargs: dict | None = None, task_ids: Sequence[str] | None = None,
                            stats: dict | None = None, progress=None, step_skill_wording: str = "plain",
                            deviation_prob: float = 0.0, response_style: str = "reasoned",
-                           hint_follow_prob: float = 0.0) -> list[Demo]:
+                           hint_follow_prob: float = 0.0, demonstrator: str = "expert") -> list[Demo]:
     """Expert demonstrations on `num_tasks` tasks of `split` (a seeded sample; seed=None: the first
     ones; `task_ids` overrides the choice). Only episodes the expert won are kept.
 
@@ -160,6 +172,8 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
     kw = dict(env_kwargs or {})
     kw.setdefault("split", split)
     kw.setdefault("max_steps", int(max_steps))
+    make_demonstrator = envs_pkg.make_demonstrator
+    make_demonstrator(name, demonstrator)  # an unknown kind fails before any game is played
     env = envs_pkg.make(name, **kw)
     counts = {"episodes_won": 0, "episodes_with_skills": 0, "skill_modes": {}, "workflow_replays_failed": 0,
               "env_errors": 0, "hint_follow_demos": 0}
@@ -176,7 +190,7 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
                 progress(n_done, won=counts["episodes_won"])
             try:
                 ep = _play(env, name, task_id, int(max_steps), deviation_prob=float(deviation_prob), rng=rng,
-                           response_style=response_style)
+                           response_style=response_style, demonstrator=make_demonstrator(name, demonstrator))
             except Exception:  # a crashing game must not end the collection (the runner does the same)
                 counts["env_errors"] += 1
                 env = _rebuild(env, envs_pkg, name, kw)
