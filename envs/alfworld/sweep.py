@@ -19,8 +19,10 @@ This demonstrator decides from the prompt's information only, so a student can i
   bathtubbasin), then the first receptacle of the target class, open it if closed, put the object;
   holding a wrong object (a recovery state), put it down where it is.
 
-Its decisions use the task (object, target, lamp: all named in the task line) and the current place
-and what it holds (both readable from the last step and the admissible commands). It is the data of
+Its decisions use the task (object, target, lamp: all named in the task line), the current place and
+what it holds (readable from the last steps and the admissible commands), and whether the object was
+heated/cooled/cleaned (the step after shows it; from there its route leads straight to the target, so
+on its own games the place decides). It is the data of
 `opid-sft --demonstrator sweep`; the env's `expert_actions` (what the oracle and the hindsight analyzer
 name) stay the hand-coded expert's, which knows more: that difference is the skill teacher's headroom.
 """
@@ -72,11 +74,9 @@ class SweepDemonstrator:
         self.holding: str | None = None
         self.transformed = False
         self.placed: list[str] = []      # receptacles an object of the task was put in
-        self.last: str | None = None
 
     def observe(self, action: str, obs: str) -> None:
         """Book-keeping after the env ran `action` (what the prompt's last step shows)."""
-        self.last = action
         if obs.strip().startswith("Nothing happens"):
             return
         if action.startswith("go to "):
