@@ -164,7 +164,7 @@ def run(args) -> dict:
                 stats=cstats, step_skill_wording=args.step_skill_wording, deviation_prob=args.deviation_prob,
                 response_style=args.response_style, hint_follow_prob=args.hint_follow_prob,
                 demonstrator=args.demonstrator,
-                progress=Progress(args.tasks, prefix="[opid-sft] expert", unit="game",
+                progress=Progress(args.tasks, prefix=f"[opid-sft] {args.demonstrator}", unit="game",
                                   every_s=args.progress_every_s).update)
         except (ValueError, KeyError) as e:
             raise CliError(f"collecting demonstrations failed: {e}") from None
@@ -215,7 +215,8 @@ def run(args) -> dict:
                   "skill_fraction": args.skill_fraction, "step_skill_wording": args.step_skill_wording,
                   "deviation_prob": args.deviation_prob, "enable_thinking": bool(args.enable_thinking),
                   "response_style": args.response_style, "hint_follow_prob": args.hint_follow_prob,
-                  "demonstrator": args.demonstrator, "collect_seconds": collect_s, "wall_seconds": time.perf_counter() - t0})
+                  "demonstrator": args.demonstrator, "collect_seconds": collect_s,
+                  "wall_seconds": time.perf_counter() - t0})
     stats_path.write_text(json.dumps(stats, indent=2) + "\n")
     loss = "n/a" if stats["final_eval_loss"] is None else f"{stats['final_eval_loss']:.4f}"
     print(f"[opid-sft] wrote {out} ({stats['demos']} demos, {stats['tokens']} tokens, loss after training {loss}, "
