@@ -29,16 +29,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from opid_rllib.models import resolve_model
+    from opid_rllib.models import load_model, load_tokenizer, resolve_model
     from opid_rllib.sft.demos import collect_demonstrations
     from opid_rllib.sft.fit import by_verb, format_by_verb, reproduced
 
     torch.set_num_threads(args.torch_threads)
     path = resolve_model(args.model)
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    tok, model = load_tokenizer(path), load_model(path)
     result = {"model": str(args.model), "demonstrator": args.demonstrator, "tasks": args.tasks, "seed": args.seed,
               "command": "python bench/decision_fit.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     for split in [s for s in args.splits.split(",") if s]:

@@ -110,7 +110,7 @@ def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] 
         obs, reward, term, trunc, info = env.step(action)
         steps[-1]["reward"] = float(reward)
         history.append((prev_obs, action))
-        if demonstrator is not None and plan is None:
+        if demonstrator is not None:
             demonstrator.observe(action, obs)
         if not (term or trunc) and len(history) >= max_steps:
             trunc = True  # the runner's cap
@@ -172,8 +172,7 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
     kw = dict(env_kwargs or {})
     kw.setdefault("split", split)
     kw.setdefault("max_steps", int(max_steps))
-    make_demonstrator = envs_pkg.make_demonstrator
-    make_demonstrator(name, demonstrator)  # an unknown kind fails before any game is played
+    player = envs_pkg.make_demonstrator(name, demonstrator)  # None: the env's expert; reset() per game
     env = envs_pkg.make(name, **kw)
     counts = {"episodes_won": 0, "episodes_with_skills": 0, "skill_modes": {}, "workflow_replays_failed": 0,
               "env_errors": 0, "hint_follow_demos": 0}
@@ -190,7 +189,7 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
                 progress(n_done, won=counts["episodes_won"])
             try:
                 ep = _play(env, name, task_id, int(max_steps), deviation_prob=float(deviation_prob), rng=rng,
-                           response_style=response_style, demonstrator=make_demonstrator(name, demonstrator))
+                           response_style=response_style, demonstrator=player)
             except Exception:  # a crashing game must not end the collection (the runner does the same)
                 counts["env_errors"] += 1
                 env = _rebuild(env, envs_pkg, name, kw)

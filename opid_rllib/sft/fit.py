@@ -37,11 +37,13 @@ def reproduced(model, tokenizer, demos: Sequence, max_prompt_len: int = 2048,
 
 
 def by_verb(demos: Sequence, hits: Sequence[bool]) -> dict[str, dict[str, float]]:
-    """{verb: {"states", "reproduced", "pct"}} plus "all", verbs ordered by how often they were demonstrated."""
+    """{verb: {"states", "reproduced", "pct"}} plus "all", verbs ordered by how often they were demonstrated
+    (verbs as opid-eval's agreement split names them: eval.table.command_kind)."""
+    from opid_rllib.eval.table import command_kind
+
     counts: dict[str, list[int]] = {}
     for d, ok in zip(demos, hits):
-        verb = (d.action.split() or ["?"])[0]
-        c = counts.setdefault(verb, [0, 0])
+        c = counts.setdefault(command_kind(d.action), [0, 0])
         c[0] += 1
         c[1] += int(bool(ok))
     rows = sorted(counts.items(), key=lambda kv: -kv[1][0])

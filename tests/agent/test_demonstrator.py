@@ -10,16 +10,6 @@ from opid_rllib.sft.demos import collect_demonstrations
 pytest.importorskip("alfworld")
 
 
-@pytest.fixture
-def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _episodes(demos):
     out: dict[str, list[str]] = {}
     for d in demos:

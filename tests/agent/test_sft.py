@@ -186,18 +186,6 @@ def test_cli_rejects_bad_input(tmp_path, capsys):
         main(["--env", "searchqa"])  # --out is required (argparse exits 2)
 
 
-@pytest.fixture
-def one_thread():
-    """One torch thread: on a busy 2-core box two threads are several times slower for this tiny
-    model (the CLI's --torch-threads sets it process-wide, so restore it afterwards)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_sft_run_learns_and_saves_a_loadable_folder(tmp_path, one_thread, capsys):
     """Tiny run through the CLI: loss goes down, the folder reloads with AutoModelForCausalLM and
     resolve_model, reproduces the trained model's loss, and the SFT log-probs equal the learner's."""
