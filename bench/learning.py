@@ -105,7 +105,8 @@ def _play_panel(path: str, args, **kw) -> dict:
 
     return evaluate(progress=False, batch_envs=args.batch_envs, temperature=args.eval_temperature, llm_model=path,
                     max_steps=args.eval_max_steps, history_length=args.history_length,
-                    max_new_tokens=args.max_new_tokens, max_prompt_len=args.max_prompt_len, **kw)
+                    max_new_tokens=args.max_new_tokens, max_prompt_len=args.max_prompt_len,
+                    env_kwargs=args.env_config, **kw)
 
 
 def evaluate_policy(path: str, seed: int, args) -> dict:
@@ -132,7 +133,8 @@ def train_and_eval(base: str, spec: str, seed: int, args) -> dict:
 
     name, over = parse_variant(spec)
     run_dir = run_dir_of(args, spec, seed)
-    cfg = OPIDConfig().environment("alfworld", env_config={"split": "train", "max_steps": args.max_steps})
+    cfg = OPIDConfig().environment("alfworld", env_config={**args.env_config, "split": "train",
+                                                                      "max_steps": args.max_steps})
     cfg = apply_preset(cfg, "opid", **dict(sizes(args), llm_model=base))
     cfg = apply_preset(cfg, name, **over).debugging(seed=seed)
     cfg.analyzer_settings(run_dir=run_dir)
@@ -220,6 +222,9 @@ def main(argv=None) -> int:
     p.add_argument("--sft-budget-s", type=float, default=0.0,
                    help="stop the warm start after this many seconds (0: all epochs). A budget makes the base "
                         "depend on the machine's speed, so the default runs every epoch")
+    p.add_argument("--env-config", type=json.loads, default={},
+                   help="JSON dict of ALFWorld settings for training and panel play, e.g. '{\"expert\": \"sweep\"}': "
+                        "the built-in analyzer's step skills, the oracle and agreement name the sweep's command")
     p.add_argument("--eval-panel", default="alfworld/valid_unseen@v1")
     p.add_argument("--eval-episodes", type=int, default=None)
     p.add_argument("--eval-temperature", type=float, default=0.4)

@@ -8,6 +8,10 @@ Why this shape:
   * Play goes through engine.Engine: TextWorld's PDDL engine (engine.FastPddlEnv, a cached PddlEnv)
     wrapped by alfworld's own AlfredDemangler and its hand-coded expert (expert.PatchedAlfredExpert),
     so the observations and admissible commands are ALFWorld's.
+  * `expert=` picks whose next command fills info["expert_actions"] (what the oracle skills, the built-in
+    hindsight analyzer and the agreement metric name): "handcoded" (alfworld's expert, which remembers
+    every place it has looked into) or "sweep" (sweep.SweepDemonstrator, which acts on the prompt's
+    information only, tracked along whatever the agent did, DAgger-style), or none.
   * One engine per env instance, reused across resets (a reset of the same game skips loading).
   * Commands that are not admissible never reach the engine: ALFWorld answers them with
     "Nothing happens." and no state change, which we return directly (action_valid=False).
@@ -22,12 +26,23 @@ from typing import Any, Sequence
 from envs.alfworld import generator as gen
 from envs.alfworld.engine import Engine, expert_seed
 from envs.alfworld.official import OfficialIndex, build_index
+from envs.alfworld.sweep import SweepDemonstrator
 from envs.base import TextEnv
 
 NOTHING_HAPPENS = "Nothing happens."
 WIN_REWARD = 10.0
 _OFFICIAL_INDEX: dict[str, OfficialIndex] = {}
 _SPECS: dict[str, dict[str, dict]] = {}
+EXPERTS = ("handcoded", "sweep", "none")
+
+
+def expert_kind(expert: bool | str) -> str:
+    """True/False (the old flag) -> "handcoded"/"none"; a name is checked against EXPERTS."""
+    if isinstance(expert, bool):
+        return "handcoded" if expert else "none"
+    if expert not in EXPERTS:
+        raise ValueError(f"expert={expert!r}: choose one of {EXPERTS} (or True/False)")
+    return str(expert)
 
 
 def default_cache_dir() -> Path:
@@ -70,14 +85,15 @@ class ALFWorldEnv(TextEnv):
     a path -> that json_2.1.1 tree (or its parent), split = its train/valid_seen/valid_unseen folder.
     Bad official trials are skipped with a warning and listed in `skipped_trials` (dir -> reason).
     cache_dir: generated games and PDDL translations (default $OPID_CACHE_DIR/alfworld or
-    ~/.cache/opid_rllib/alfworld). expert: fill info["expert_actions"] (most of a step's cost).
+    ~/.cache/opid_rllib/alfworld). expert: who fills info["expert_actions"]: "handcoded" (True, the
+    default; most of a step's cost), "sweep" (cheap) or "none" (False).
     """
 
     env_name = "alfworld"
     default_max_steps = 30
 
     def __init__(self, split: str = "train", max_steps: int | None = None, cache_dir: str | None = None,
-                 data_dir: str | None = None, expert: bool = True, **kwargs: Any):
+                 data_dir: str | None = None, expert: bool | str = True, **kwargs: Any):
         super().__init__(split=split, max_steps=max_steps, **kwargs)
         if split not in gen.SPLITS:
             raise ValueError(f"split={split!r}: choose one of {gen.SPLITS}")
@@ -90,7 +106,9 @@ class ALFWorldEnv(TextEnv):
                 data_dir = ""
         self.data_dir = Path(data_dir) if data_dir else None
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
-        self.use_expert = bool(expert)
+        self.expert = expert_kind(expert)
+        self.use_expert = self.expert == "handcoded"
+        self._sweep = SweepDemonstrator() if self.expert == "sweep" else None
         if self.data_dir is not None:
             root = self.data_dir / "json_2.1.1" if (self.data_dir / "json_2.1.1").is_dir() else self.data_dir
             if not (root / split).is_dir():
@@ -149,19 +167,34 @@ class ALFWorldEnv(TextEnv):
         goal = goal_of(state.feedback)
         meta["ground_truth"].update(goal=goal, gamefile=gamefile)
         self._task = {"task": goal, **meta}
+        if self._sweep is not None:  # before _info, which asks it for the first command
+            self._sweep.reset(state.feedback, {"task_type": meta["task_type"], "ground_truth": meta["ground_truth"],
+                                               "admissible_actions": self._admissible()})
         return state.feedback, self._info(action_valid=True)
 
     def _info(self, action_valid: bool) -> dict[str, Any]:
         st = self._engine.state
         return {"task": self._task["task"], "task_type": self._task["task_type"],
-                "admissible_actions": [c for c in st["admissible_commands"] if c != "help"],
+                "admissible_actions": self._admissible(),
                 "won": bool(st["won"]), "action_valid": action_valid,
-                "expert_actions": self._engine.plan(), "ground_truth": dict(self._task["ground_truth"])}
+                "expert_actions": self._plan(),
+                "ground_truth": dict(self._task["ground_truth"])}
+
+    def _admissible(self) -> list[str]:
+        return [c for c in self._engine.state["admissible_commands"] if c != "help"]
+
+    def _plan(self) -> list[str]:
+        if self._sweep is None:
+            return self._engine.plan()
+        cmd = self._sweep.act("", {"admissible_actions": self._admissible()})
+        return [cmd] if cmd else []
 
     def _step_task(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
         command = normalize_command(action)
         if command not in self._engine.state["admissible_commands"]:
             return NOTHING_HAPPENS, 0.0, False, self._info(action_valid=False)
         state = self._engine.step(command)
+        if self._sweep is not None:
+            self._sweep.observe(command, state.feedback)
         won = bool(state["won"])
         return state.feedback, WIN_REWARD if won else 0.0, won, self._info(action_valid=True)

@@ -11,6 +11,7 @@ writes DIR/results.json and DIR/episodes.jsonl. See opid_rllib/eval/.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Sequence
 
@@ -58,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "step skill naming the env's expert next action at every step, in the hindsight analyzer's "
                          "wording) and print student, teacher and skill headroom side by side: whether OPID's "
                          "skill term can help this model")
+    ap.add_argument("--env-kwargs", default="{}",
+                    help="JSON dict added to the panel's env settings, e.g. '{\"expert\": \"sweep\"}' (ALFWorld: "
+                         "the oracle names the sweep demonstrator's next command instead of the hand-coded expert's)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     return ap
 
@@ -91,11 +95,19 @@ def _run(args) -> int:
     if max_new_tokens is None:
         max_new_tokens = model_default(args.model, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
     try:
+        env_kwargs = json.loads(args.env_kwargs)
+    except json.JSONDecodeError as e:
+        print(f"opid-eval: error: --env-kwargs is not valid JSON ({e})", file=sys.stderr)
+        return 2
+    if not isinstance(env_kwargs, dict):
+        print("opid-eval: error: --env-kwargs must be a JSON object, e.g. '{\"expert\": \"sweep\"}'", file=sys.stderr)
+        return 2
+    try:
         res = evaluate(panel=panel, env=args.env, episodes=args.episodes, seed=args.seed,
                        batch_envs=args.batch_envs, progress=not args.no_progress, temperature=args.temperature,
                        llm_model=args.model, max_new_tokens=max_new_tokens, max_steps=args.max_steps,
                        history_length=args.history_length, max_prompt_len=args.max_prompt_len, dtype=args.dtype,
-                       generation_backend=args.backend, skills=args.skills)
+                       generation_backend=args.backend, skills=args.skills, env_kwargs=env_kwargs)
     except EvalError as e:
         print(f"opid-eval: error: {e}", file=sys.stderr)
         return 2

@@ -116,7 +116,8 @@ def _check(args) -> dict:
         raise CliError(f"--demonstrator: {e}") from None
     if args.demonstrator != "expert" and args.policy_tasks >= 1:
         raise CliError(f"--demonstrator {args.demonstrator} with --policy-tasks {args.policy_tasks}: policy states are "
-                       "labelled by the env's expert; use one of the two")
+                       "labelled by the env's expert; use one of the two (ALFWorld: --env-kwargs "
+                       "'{\"expert\": \"sweep\"}' labels them with the sweep's commands)")
     try:
         env_kwargs = json.loads(args.env_kwargs)
     except json.JSONDecodeError as e:

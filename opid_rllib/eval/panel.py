@@ -126,11 +126,12 @@ def resolve_model_path(spec: str) -> Path:
         raise EvalError(f"--model {s!r}: {' '.join(str(e).split())}") from None
 
 
-def build_eval_config(config=None, *, panel, **llm_kwargs):
+def build_eval_config(config=None, *, panel, env_kwargs: Mapping[str, Any] | None = None, **llm_kwargs):
     """OPIDConfig for deployment-setting eval: the panel's env + split, analyzer off, no skills.
 
     `config` may be an OPIDConfig (copied, its llm settings kept), a dict of llm settings, or None;
-    `llm_kwargs` (keys of LLM_KEYS, `model` as an alias of `llm_model`) override either.
+    `llm_kwargs` (keys of LLM_KEYS, `model` as an alias of `llm_model`) override either. `env_kwargs`
+    are added to the panel's (e.g. ALFWorld's expert="sweep": whose next command the oracle names).
     """
     from opid_rllib.algorithm import OPIDConfig
 
@@ -150,7 +151,10 @@ def build_eval_config(config=None, *, panel, **llm_kwargs):
             settings.setdefault(k, v)
     cfg.llm(**settings)
     cfg.analyzer_settings(analyzer="none", skills_in_rollout_prompt=False)
-    env_config = dict(panel.env_kwargs)
+    for key in ("split", "max_steps"):
+        if key in (env_kwargs or {}):
+            raise EvalError(f"--env-kwargs {key!r}: set by the panel / --max-steps, not here")
+    env_config = {**dict(panel.env_kwargs), **dict(env_kwargs or {})}
     env_config["split"] = panel.split
     env_config["max_steps"] = int(cfg.max_steps)
     cfg.environment(panel.env, env_config=env_config)
@@ -160,7 +164,7 @@ def build_eval_config(config=None, *, panel, **llm_kwargs):
 # ---- the entry point --------------------------------------------------------------------------
 def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, batch_envs: int = 16,
              progress: bool = True, temperature: float | None = None, env: str | None = None,
-             skills: str = "none", **llm_kwargs) -> dict[str, Any]:
+             skills: str = "none", env_kwargs: Mapping[str, Any] | None = None, **llm_kwargs) -> dict[str, Any]:
     """Play the panel's task ids (the first `episodes` if given) once each; return the results dict.
 
     config: an OPIDConfig, a dict of llm settings, or None; llm_kwargs (llm_model/model, max_new_tokens,
@@ -196,7 +200,7 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
     if episodes is not None:
         task_ids = task_ids[:int(episodes)]
 
-    cfg = build_eval_config(config, panel=panel, **llm_kwargs)
+    cfg = build_eval_config(config, panel=panel, env_kwargs=env_kwargs, **llm_kwargs)
     preflight_env(panel, cfg.env_config)
     model_spec = str(cfg.llm_model)
     model_path = resolve_model_path(model_spec)

@@ -127,7 +127,7 @@ def test_env_that_cannot_reset_the_panel_fails_fast():
 def test_build_eval_config_deployment_setting():
     from envs.panels import get_panel
     from opid_rllib.algorithm import OPIDConfig
-    from opid_rllib.eval.panel import build_eval_config
+    from opid_rllib.eval.panel import EvalError, build_eval_config
 
     ws = get_panel("webshop/smoke@v1")
     cfg = build_eval_config(panel=ws, model="tiny", max_new_tokens=32)
@@ -143,6 +143,11 @@ def test_build_eval_config_deployment_setting():
     assert build_eval_config({"max_steps": 3}, panel=ws).max_steps == 3
     with pytest.raises(TypeError, match="unknown settings"):
         build_eval_config(panel=ws, group_size=8)
+    al = get_panel("alfworld/smoke@v1")
+    cfg = build_eval_config(panel=al, env_kwargs={"expert": "sweep"})
+    assert cfg.env_config["expert"] == "sweep" and cfg.env_config["split"] == al.split
+    with pytest.raises(EvalError, match="--env-kwargs 'split'"):
+        build_eval_config(panel=al, env_kwargs={"split": "train"})
 
 
 def _rec(tt, won, n=3, valid=True):
@@ -225,6 +230,24 @@ def test_oracle_skills_print_student_teacher_and_headroom(tmp_path):
     teacher = [json.loads(x) for x in (tmp_path / "teacher_episodes.jsonl").read_text().splitlines() if x.strip()]
     assert len(teacher) == 2 and all(e["length"] >= 1 for e in teacher)
     assert "teacher_episodes" not in res
+
+
+def test_env_kwargs_choose_whose_command_the_oracle_names(tmp_path):
+    """--env-kwargs '{"expert": "sweep"}': the oracle (and agreement) name ALFWorld's sweep demonstrator's
+    command, not the hand-coded expert's; a non-object is refused with the flag named."""
+    from envs.alfworld.env import ALFWorldEnv
+    from envs.alfworld.sweep import play_sweep
+
+    rc, _, stderr = _run(["--env", "alfworld", "--panel", "alfworld/smoke@v1", "--model", "tiny", "--episodes", "1",
+                          "--max-steps", "1", "--max-new-tokens", "8", "--no-progress", "--torch-threads", "1",
+                          "--skills", "oracle", "--env-kwargs", '{"expert": "sweep"}', "--output", str(tmp_path)])
+    assert rc == 0, stderr
+    assert json.loads((tmp_path / "results.json").read_text())["config"]["env_config"]["expert"] == "sweep"
+    ep = json.loads((tmp_path / "teacher_episodes.jsonl").read_text().splitlines()[0])
+    sweep_first = play_sweep(ALFWorldEnv(split="valid_unseen", expert=False), ep["task_id"], 1)["actions"]
+    assert ep["expert_next"][:1] == sweep_first
+    rc, stdout, stderr = _run(["--env", "alfworld", "--model", "tiny", "--env-kwargs", "[1]"])
+    assert rc == 2 and "--env-kwargs must be a JSON object" in stderr
 
 
 def test_unknown_skills_mode_is_refused():
