@@ -5,23 +5,28 @@
 # (same settings as bench/skill_literate_base.sh's stages 2-3, hint-following samples at 0.5 on both); then the
 # unseen panel is played as student and as oracle-skill teacher. README: "DAgger on the student's own states".
 #
-#   bash bench/dagger_base.sh BASE [OUT_DIR] [ROUNDS]   # BASE: skill_literate_base.sh's stage3; default
-#                                                       # runs/dagger, 2 rounds; ~30 min + 5 min eval each
+# EXPERT=sweep: the env's sweep demonstrator (ALFWorldEnv(expert="sweep")) plays the demos and labels the
+# policy's states, and the oracle names its commands (BASE: bench/sweep_expert_study.sh's base). THREADS: torch
+# threads (default 2).
+#
+#   bash bench/dagger_base.sh BASE [OUT_DIR] [ROUNDS] [EXPERT]   # BASE: skill_literate_base.sh's stage3; default
+#                                               # runs/dagger, 2 rounds, handcoded; ~30 min + 5 min eval each
 set -euo pipefail
-BASE=${1:?usage: bash bench/dagger_base.sh BASE [OUT_DIR] [ROUNDS]}
+BASE=${1:?usage: bash bench/dagger_base.sh BASE [OUT_DIR] [ROUNDS] [EXPERT]}
 OUT=${2:-runs/dagger}
 ROUNDS=${3:-2}
+ENV_KW="{\"expert\": \"${4:-handcoded}\"}"
 mkdir -p "$OUT"
 COMMON=(--env alfworld --epochs 2 --lr 1e-3 --batch-size 8 --history-length 2 --max-steps 30 --skill-fraction 0.5
-        --step-skill-wording analyzer --deviation-prob 0.15 --response-style action --torch-threads 2
-        --tasks 100 --policy-tasks 300 --hint-follow-prob 0.5)
+        --step-skill-wording analyzer --deviation-prob 0.15 --response-style action --torch-threads "${THREADS:-2}"
+        --tasks 100 --policy-tasks 300 --hint-follow-prob 0.5 --env-kwargs "$ENV_KW")
 prev=$BASE
 for r in $(seq 1 "$ROUNDS"); do
   stage=$((r + 3))  # the base is stage 3
   [ -f "$OUT/stage$stage/config.json" ] || opid-sft "${COMMON[@]}" --model "$prev" --out "$OUT/stage$stage" \
     --seed $((stage - 1))
   [ -f "$OUT/headroom$stage/results.json" ] || opid-eval --env alfworld --panel alfworld/valid_unseen@v1 \
-    --model "$OUT/stage$stage" --skills oracle --history-length 2 --max-steps 30 --max-new-tokens 48 \
-    --temperature 0.4 --torch-threads 2 --output "$OUT/headroom$stage"
+    --model "$OUT/stage$stage" --skills oracle --env-kwargs "$ENV_KW" --history-length 2 --max-steps 30 \
+    --max-new-tokens 48 --temperature 0.4 --torch-threads "${THREADS:-2}" --output "$OUT/headroom$stage"
   prev=$OUT/stage$stage
 done

@@ -336,3 +336,21 @@ def test_learning_results_say_what_the_runs_cost_even_from_the_cache():
     got = learning.run_seconds(runs)
     assert got["all_runs_s"] == pytest.approx(1600.5)
     assert got["per_run"]["opid:w=0.1 s1"] == {"train_s": 610.0, "eval_s": 240.5}
+
+
+def test_take_errors_split_what_the_policy_did_where_the_expert_takes(tmp_path):
+    """bench/take_errors.py: at steps whose expert_next is a take, the policy's command is the same, a take
+    of the same object class, of another class, or another command; other steps are not counted."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_take_errors", REPO / "bench" / "take_errors.py")
+    te = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(te)
+    take = "take book 1 from bed 1"
+    ep = {"actions": [take, "take book 2 from bed 1", "take pen 1 from bed 1", "go to desk 1", "go to bed 1"],
+          "expert_next": [take, take, take, take, "go to desk 1"]}
+    assert te.take_outcomes([ep]) == {"take_states": 4, "same": 1, "same_class": 1, "other_class": 1,
+                                      "other_kind": 1}
+    (tmp_path / "episodes.jsonl").write_text(json.dumps(ep) + "\n")
+    assert te.main([str(tmp_path), "--json", str(tmp_path / "t.json")]) == 0
+    assert json.loads((tmp_path / "t.json").read_text()) == {"student": te.take_outcomes([ep])}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Skills that name a command the prompt determines (issue 13): a base cloned from scratch on ALFWorld's sweep
+# demonstrator (analyzer-worded step skills naming the sweep's command on half the episodes, recovery states,
+# hint-following samples), its skill headroom when the oracle names the sweep's command
+# (`opid-eval --env-kwargs '{"expert": "sweep"}'`), and GRPO against OPID with teacher samples when the built-in
+# hindsight analyzer's step skills name the sweep's command too (`bench/learning.py --env-config`), 3 seeds.
+# README: "Skills that name what the prompt determines".
+#
+#   bash bench/sweep_expert_study.sh [OUT_DIR] [SEEDS]   # default runs/sweep_expert, 0,1,2; ~35 + 10 + 60 min
+set -euo pipefail
+OUT=${1:-runs/sweep_expert}
+SEEDS=${2:-0,1,2}
+PY=${PYTHON:-python}
+SWEEP='{"expert": "sweep"}'
+T='opid:w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1'
+mkdir -p "$OUT"
+[ -f "$OUT/base/config.json" ] || opid-sft --env alfworld --model tiny --out "$OUT/base" --demonstrator sweep \
+  --tasks 330 --seed 11 --epochs 6 --lr 1e-3 --batch-size 8 --history-length 2 --max-steps 30 --skill-fraction 0.5 \
+  --step-skill-wording analyzer --deviation-prob 0.15 --response-style action --hint-follow-prob 0.5 --torch-threads 2
+[ -f "$OUT/headroom/results.json" ] || opid-eval --env alfworld --panel alfworld/valid_unseen@v1 \
+  --model "$OUT/base" --skills oracle --env-kwargs "$SWEEP" --history-length 2 --max-steps 30 --max-new-tokens 48 \
+  --max-prompt-len 1024 --temperature 0.4 --torch-threads 2 --output "$OUT/headroom"
+# the same play as bench/learning.py --headroom-panel would make (seed 0, its settings): seed its cache with it
+mkdir -p "$OUT/learning/runs"
+[ -f "$OUT/learning/runs/base-headroom.json" ] || "$PY" -c "import json, sys; r = json.load(open(sys.argv[1]));
+json.dump({k: r[k] for k in ('table', 'teacher_table', 'headroom')}, open(sys.argv[2], 'w'))" \
+  "$OUT/headroom/results.json" "$OUT/learning/runs/base-headroom.json"
+A=(--base "$OUT/base" --env-config "$SWEEP" --variants "grpo,$T" --seeds "$SEEDS" --iters 6 --max-steps 15
+   --minibatch-size 32 --torch-threads 1 --lr 3e-4 --opid-variant "$T" --out "$OUT/learning"
+   --headroom-panel alfworld/valid_unseen@v1)
+"$PY" bench/learning.py "${A[@]}" --shard 0/2 & "$PY" bench/learning.py "${A[@]}" --shard 1/2; wait
+"$PY" bench/learning.py "${A[@]}" --results bench/results/learning_sweep_expert.json
