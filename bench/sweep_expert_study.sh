@@ -6,7 +6,7 @@
 # hindsight analyzer's step skills name the sweep's command too (`bench/learning.py --env-config`), 3 seeds.
 # README: "Skills that name what the prompt determines".
 #
-#   bash bench/sweep_expert_study.sh [OUT_DIR] [SEEDS]   # default runs/sweep_expert, 0,1,2; ~35 + 10 + 60 min
+#   bash bench/sweep_expert_study.sh [OUT_DIR] [SEEDS]  # default runs/sweep_expert, 0,1,2; measured 33 + 6 + 54 min
 set -euo pipefail
 OUT=${1:-runs/sweep_expert}
 SEEDS=${2:-0,1,2}
