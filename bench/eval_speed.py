@@ -5,14 +5,17 @@ Why: issue 13 asks for the whole `alfworld/valid_unseen@v1` panel in <= 3 min on
 warm-started tiny model. The levers measured here: the response style the policy was cloned on
 (`opid-sft --response-style reasoned|action`: tokens to decode per step), the generation chunk
 (`max_batch_size` of the HF backend: length-sorted chunks waste less prefill on left padding) and
-the number of episodes played together (`--batch-envs`). Every configuration plays the same task
+the number of episodes played together (`--batch-envs`), and whose plan the ALFWorld env computes at
+every step (`--expert handcoded|sweep|none`: the hand-coded expert's search is most of a step's env
+cost; the policy's games are the same, it never sees the plan). Every configuration plays the same task
 ids with the same seed; rounds are interleaved (config A, B, ..., then again) and the medians of
 `rollout_s` (model load excluded) are reported with their ratio to the first configuration.
 
     python bench/eval_speed.py --model A --model B [--gen-batch 64 --gen-batch 8] [--batch-envs 16]
-        [--panel alfworld/valid_unseen@v1] [--episodes N] [--rounds 1] [--torch-threads 2] [--json out.json]
+        [--expert handcoded --expert sweep] [--panel alfworld/valid_unseen@v1] [--episodes N] [--rounds 1]
+        [--torch-threads 2] [--json out.json]
 
-Each --model is `LABEL=PATH` or a path; the grid is models x gen-batch x batch-envs.
+Each --model is `LABEL=PATH` or a path; the grid is models x gen-batch x batch-envs x expert.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ def main(argv=None) -> int:
     ap.add_argument("--gen-batch", type=int, action="append", default=None,
                     help="HF backend max_batch_size (repeatable; default 64)")
     ap.add_argument("--batch-envs", type=int, action="append", default=None, help="repeatable; default 16")
+    ap.add_argument("--expert", action="append", default=None,
+                    help="repeatable: the env's expert= setting (ALFWorld: handcoded | sweep | none); default: the "
+                         "panel's")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--history-length", type=int, default=2)
     ap.add_argument("--max-steps", type=int, default=30)
@@ -55,16 +61,17 @@ def main(argv=None) -> int:
     from opid_rllib.eval.panel import evaluate
 
     models = [parse_model(m) for m in args.model]
-    grid = list(itertools.product(models, args.gen_batch or [64], args.batch_envs or [16]))
+    grid = list(itertools.product(models, args.gen_batch or [64], args.batch_envs or [16], args.expert or [None]))
     runs: dict[str, list[dict]] = {}
     for rnd in range(int(args.rounds)):
-        for (label, path), gen_batch, batch_envs in grid:
-            key = f"{label} gen_batch={gen_batch} batch_envs={batch_envs}"
+        for (label, path), gen_batch, batch_envs, expert in grid:
+            key = f"{label} gen_batch={gen_batch} batch_envs={batch_envs}" + (f" expert={expert}" if expert else "")
             t0 = time.perf_counter()
             res = evaluate(None, panel=args.panel, episodes=args.episodes, seed=0, batch_envs=batch_envs,
                            progress=False, temperature=args.temperature, llm_model=path,
                            history_length=args.history_length, max_steps=args.max_steps,
-                           max_new_tokens=args.max_new_tokens, backend_kwargs={"max_batch_size": gen_batch})
+                           max_new_tokens=args.max_new_tokens, backend_kwargs={"max_batch_size": gen_batch},
+                           env_kwargs={"expert": expert} if expert else None)
             rec = {"round": rnd, "rollout_s": res["timing"]["rollout_s"], "wall_s": time.perf_counter() - t0,
                    "steps": res["counts"]["steps"], "won": res["counts"]["won"], "episodes": res["counts"]["episodes"],
                    "response_tokens": sum(len(t) for e in res["episodes"] for t in e["responses"]) or None}

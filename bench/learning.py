@@ -248,6 +248,8 @@ def main(argv=None) -> int:
                    help="also write the per-seed numbers, the command and the summary here "
                         "(e.g. bench/results/learning.json)")
     args = p.parse_args(argv)
+    if not isinstance(args.env_config, dict):
+        p.error(f"--env-config {args.env_config!r}: must be a JSON object, e.g. '{{\"expert\": \"sweep\"}}'")
     variants = args.variants.split(",")
     for v in variants:
         parse_variant(v)
