@@ -2,8 +2,9 @@
 
 Why: the agreement split says 'take' is where the tiny model fails; this says how. At every step whose
 expert_next is 'take X N from Y', the policy's command is counted as the same command, a take of the same
-class of object (other number or place), a take of another class, or another kind of command; student (episodes.jsonl) and, after --skills oracle, teacher
-(teacher_episodes.jsonl), whose prompt named the expert's take.
+class of object (other number or place), a take of another class, or another kind of command; student
+(episodes.jsonl) and, after --skills oracle, teacher (teacher_episodes.jsonl), whose prompt named the
+expert's take.
 
     python bench/take_errors.py OPID_EVAL_OUTPUT_DIR [--json OUT]
 """

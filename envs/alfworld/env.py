@@ -174,19 +174,20 @@ class ALFWorldEnv(TextEnv):
 
     def _info(self, action_valid: bool) -> dict[str, Any]:
         st = self._engine.state
+        admissible = self._admissible()
         return {"task": self._task["task"], "task_type": self._task["task_type"],
-                "admissible_actions": self._admissible(),
+                "admissible_actions": admissible,
                 "won": bool(st["won"]), "action_valid": action_valid,
-                "expert_actions": self._plan(),
+                "expert_actions": self._plan(admissible),
                 "ground_truth": dict(self._task["ground_truth"])}
 
     def _admissible(self) -> list[str]:
         return [c for c in self._engine.state["admissible_commands"] if c != "help"]
 
-    def _plan(self) -> list[str]:
+    def _plan(self, admissible: list[str]) -> list[str]:
         if self._sweep is None:
             return self._engine.plan()
-        cmd = self._sweep.act("", {"admissible_actions": self._admissible()})
+        cmd = self._sweep.act("", {"admissible_actions": admissible})
         return [cmd] if cmd else []
 
     def _step_task(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:

@@ -11,10 +11,10 @@ writes DIR/results.json and DIR/episodes.jsonl. See opid_rllib/eval/.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Sequence
 
+from opid_rllib.cli import json_object_arg
 from opid_rllib.eval.panel import ENV_DEFAULTS, ENV_NAMES, MAIN_PANELS, EvalError
 from opid_rllib.generation.base import BACKENDS
 from opid_rllib.presets import model_default
@@ -95,12 +95,9 @@ def _run(args) -> int:
     if max_new_tokens is None:
         max_new_tokens = model_default(args.model, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
     try:
-        env_kwargs = json.loads(args.env_kwargs)
-    except json.JSONDecodeError as e:
-        print(f"opid-eval: error: --env-kwargs is not valid JSON ({e})", file=sys.stderr)
-        return 2
-    if not isinstance(env_kwargs, dict):
-        print("opid-eval: error: --env-kwargs must be a JSON object, e.g. '{\"expert\": \"sweep\"}'", file=sys.stderr)
+        env_kwargs = json_object_arg("--env-kwargs", args.env_kwargs)
+    except ValueError as e:
+        print(f"opid-eval: error: {e}", file=sys.stderr)
         return 2
     try:
         res = evaluate(panel=panel, env=args.env, episodes=args.episodes, seed=args.seed,

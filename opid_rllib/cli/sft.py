@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from opid_rllib.cli import json_object_arg
 from opid_rllib.sft.checkpoint import CHECKPOINT_DIR
 
 DEFAULT_LR_TINY = 3e-3
@@ -119,11 +120,9 @@ def _check(args) -> dict:
                        "labelled by the env's expert; use one of the two (ALFWorld: --env-kwargs "
                        "'{\"expert\": \"sweep\"}' labels them with the sweep's commands)")
     try:
-        env_kwargs = json.loads(args.env_kwargs)
-    except json.JSONDecodeError as e:
-        raise CliError(f"--env-kwargs is not valid JSON: {e}") from None
-    if not isinstance(env_kwargs, dict):
-        raise CliError("--env-kwargs must be a JSON object")
+        env_kwargs = json_object_arg("--env-kwargs", args.env_kwargs)
+    except ValueError as e:
+        raise CliError(str(e)) from None
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CliError(f"--out {out} exists and is not a directory")

@@ -126,7 +126,7 @@ def test_env_expert_sweep_names_the_sweep_command_along_any_walk():
                 break
         assert walk == play_sweep(bare, task_id, 30)["actions"], task_id
     # after a detour the command is the sweep's from there: an invalid command changes nothing, and
-    # walking back to a place the sweep already passed makes it go on from that place
+    # after 3 random commands following it still finishes the games
     obs, info = env.reset(options={"task_id": panel.task_ids[0]})
     first = info["expert_actions"]
     obs, _, _, _, info = env.step("dance wildly")
