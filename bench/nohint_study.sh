@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Without the random hint-following samples (issue 13). The sweep bases of bench/sweep_expert_study.sh and
+# bench/dagger_base.sh train on hint-following samples at 0.5: a step skill naming a RANDOM admissible command,
+# the target that command. Their teacher, given the sweep's own command, then writes a take of another object
+# class 62 % of the time (bench/take_errors.py): those samples teach "take what is named, or anything".
+# Stage 5 fine-tunes 2 epochs on sweep demos with --hint-follow-prob 0; then the unseen panel as student and
+# as oracle-skill teacher; then GRPO, OPID with teacher samples (T) and T with shuffled skills, 3 seeds
+# (bench/learning.py, the budget of bench/sweep_expert_study.sh).
+# README: "Without the random hint-following samples".
+#
+#   bash bench/nohint_study.sh BASE [OUT_DIR] [SEEDS]
+#   # BASE: round 1 of `THREADS=1 bash bench/dagger_base.sh runs/sweep_expert/base runs/sweep_dagger 1 sweep`
+#   # (runs/sweep_dagger/stage4); default runs/nohint, 0,1,2; measured 7 + 5 + ~80 min
+set -euo pipefail
+BASE=${1:?usage: bash bench/nohint_study.sh BASE [OUT_DIR] [SEEDS]}
+OUT=${2:-runs/nohint}
+SEEDS=${3:-0,1,2}
+PY=${PYTHON:-python}
+SWEEP='{"expert": "sweep"}'
+T='opid:w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1'
+mkdir -p "$OUT"
+[ -f "$OUT/stage5/config.json" ] || opid-sft --env alfworld --model "$BASE" --out "$OUT/stage5" --demonstrator sweep \
+  --tasks 330 --seed 13 --epochs 2 --lr 1e-3 --batch-size 8 --history-length 2 --max-steps 30 --skill-fraction 0.5 \
+  --step-skill-wording analyzer --deviation-prob 0.15 --response-style action --hint-follow-prob 0 --torch-threads 2
+[ -f "$OUT/headroom5/results.json" ] || opid-eval --env alfworld --panel alfworld/valid_unseen@v1 \
+  --model "$OUT/stage5" --skills oracle --env-kwargs "$SWEEP" --history-length 2 --max-steps 30 --max-new-tokens 48 \
+  --max-prompt-len 1024 --temperature 0.4 --torch-threads 2 --output "$OUT/headroom5"
+# the same play as bench/learning.py --headroom-panel would make (seed 0, its settings): seed its cache with it
+mkdir -p "$OUT/learning/runs"
+[ -f "$OUT/learning/runs/base-headroom.json" ] || "$PY" -c "import json, sys; r = json.load(open(sys.argv[1]));
+json.dump({k: r[k] for k in ('table', 'teacher_table', 'headroom')}, open(sys.argv[2], 'w'))" \
+  "$OUT/headroom5/results.json" "$OUT/learning/runs/base-headroom.json"
+A=(--base "$OUT/stage5" --env-config "$SWEEP" --variants "grpo,$T,$T+shuffle_skills=true" --seeds "$SEEDS"
+   --iters 6 --max-steps 15 --minibatch-size 32 --torch-threads 1 --lr 3e-4 --opid-variant "$T"
+   --shuffled-variant "$T+shuffle_skills=true" --out "$OUT/learning" --headroom-panel alfworld/valid_unseen@v1)
+"$PY" bench/learning.py "${A[@]}" --shard 0/2 & "$PY" bench/learning.py "${A[@]}" --shard 1/2; wait
+"$PY" bench/learning.py "${A[@]}" --results bench/results/learning_nohint.json
