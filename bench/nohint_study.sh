@@ -7,6 +7,9 @@
 # as oracle-skill teacher; then GRPO, OPID with teacher samples (T) and T with shuffled skills, 3 seeds
 # (bench/learning.py, the budget of bench/sweep_expert_study.sh).
 # README: "Without the random hint-following samples".
+# MAX_STEPS (default 15, as in bench/sweep_expert_study.sh) caps the training episodes; with MAX_STEPS=30 (the
+# panel's cap) and ARMS=grpo_t the study trains GRPO and T only, into OUT/learning_ms30 and
+# bench/results/learning_nohint_ms30.json.
 #
 #   bash bench/nohint_study.sh BASE [OUT_DIR] [SEEDS]
 #   # BASE: round 1 of `THREADS=1 bash bench/dagger_base.sh runs/sweep_expert/base runs/sweep_dagger 1 sweep`
@@ -18,6 +21,13 @@ SEEDS=${3:-0,1,2}
 PY=${PYTHON:-python}
 SWEEP='{"expert": "sweep"}'
 T='opid:w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1'
+MAX_STEPS=${MAX_STEPS:-15}
+case ${ARMS:-all} in
+  all) VARIANTS="grpo,$T,$T+shuffle_skills=true" ;;
+  grpo_t) VARIANTS="grpo,$T" ;;
+  *) echo "ARMS=${ARMS}: choose all (GRPO, T, T with shuffled skills) or grpo_t" >&2; exit 2 ;;
+esac
+SUFFIX=$([ "$MAX_STEPS" = 15 ] || echo "_ms$MAX_STEPS")
 mkdir -p "$OUT"
 [ -f "$OUT/stage5/config.json" ] || opid-sft --env alfworld --model "$BASE" --out "$OUT/stage5" --demonstrator sweep \
   --tasks 330 --seed 13 --epochs 2 --lr 1e-3 --batch-size 8 --history-length 2 --max-steps 30 --skill-fraction 0.5 \
@@ -26,12 +36,19 @@ mkdir -p "$OUT"
   --model "$OUT/stage5" --skills oracle --env-kwargs "$SWEEP" --history-length 2 --max-steps 30 --max-new-tokens 48 \
   --max-prompt-len 1024 --temperature 0.4 --torch-threads 2 --output "$OUT/headroom5"
 # the same play as bench/learning.py --headroom-panel would make (seed 0, its settings): seed its cache with it
-mkdir -p "$OUT/learning/runs"
-[ -f "$OUT/learning/runs/base-headroom.json" ] || "$PY" -c "import json, sys; r = json.load(open(sys.argv[1]));
+mkdir -p "$OUT/learning$SUFFIX/runs"
+[ -f "$OUT/learning$SUFFIX/runs/base-headroom.json" ] || "$PY" -c "import json, sys; r = json.load(open(sys.argv[1]));
 json.dump({k: r[k] for k in ('table', 'teacher_table', 'headroom')}, open(sys.argv[2], 'w'))" \
-  "$OUT/headroom5/results.json" "$OUT/learning/runs/base-headroom.json"
-A=(--base "$OUT/stage5" --env-config "$SWEEP" --variants "grpo,$T,$T+shuffle_skills=true" --seeds "$SEEDS"
-   --iters 6 --max-steps 15 --minibatch-size 32 --torch-threads 1 --lr 3e-4 --opid-variant "$T"
-   --shuffled-variant "$T+shuffle_skills=true" --out "$OUT/learning" --headroom-panel alfworld/valid_unseen@v1)
+  "$OUT/headroom5/results.json" "$OUT/learning$SUFFIX/runs/base-headroom.json"
+# the base's panel plays do not depend on the training cap: reuse those of the default study where it ran
+if [ -n "$SUFFIX" ]; then
+  for f in "$OUT"/learning/runs/base-s*.json; do
+    if [ -f "$f" ] && [ ! -f "$OUT/learning$SUFFIX/runs/${f##*/}" ]; then cp "$f" "$OUT/learning$SUFFIX/runs/"; fi
+  done
+fi
+A=(--base "$OUT/stage5" --env-config "$SWEEP" --variants "$VARIANTS" --seeds "$SEEDS"
+   --iters 6 --max-steps "$MAX_STEPS" --minibatch-size 32 --torch-threads 1 --lr 3e-4 --opid-variant "$T"
+   --shuffled-variant "$T+shuffle_skills=true" --out "$OUT/learning$SUFFIX"
+   --headroom-panel alfworld/valid_unseen@v1)
 "$PY" bench/learning.py "${A[@]}" --shard 0/2 & "$PY" bench/learning.py "${A[@]}" --shard 1/2; wait
-"$PY" bench/learning.py "${A[@]}" --results bench/results/learning_nohint.json
+"$PY" bench/learning.py "${A[@]}" --results "bench/results/learning_nohint$SUFFIX.json"

@@ -32,3 +32,12 @@ def test_study_drivers_without_a_base_print_their_usage(script, tmp_path):
     assert p.returncode != 0
     assert "usage: bash bench/" + script + " BASE" in p.stderr
     assert not any(tmp_path.iterdir()), "nothing may be written before the arguments are checked"
+
+
+def test_nohint_study_refuses_unknown_arms_before_writing(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "ARMS": "opid"}
+    p = subprocess.run(["bash", str(ROOT / "bench" / "nohint_study.sh"), "BASE", str(tmp_path / "out")],
+                       capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=30)
+    assert p.returncode == 2
+    assert "ARMS=opid: choose all" in p.stderr
+    assert not (tmp_path / "out").exists()
