@@ -13,7 +13,7 @@
 #
 #   bash bench/nohint_study.sh BASE [OUT_DIR] [SEEDS]
 #   # BASE: round 1 of `THREADS=1 bash bench/dagger_base.sh runs/sweep_expert/base runs/sweep_dagger 1 sweep`
-#   # (runs/sweep_dagger/stage4); default runs/nohint, 0,1,2; measured 7 + 5 + ~80 min
+#   # (runs/sweep_dagger/stage4); default runs/nohint, 0,1,2; measured 7 + 5 + 57 min (MAX_STEPS=30: 50 min)
 set -euo pipefail
 BASE=${1:?usage: bash bench/nohint_study.sh BASE [OUT_DIR] [SEEDS]}
 OUT=${2:-runs/nohint}
