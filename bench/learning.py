@@ -33,6 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # learning_report, also when imported by path
 from learning_report import delta_text, paired_text, plot, run_seconds, summary, table_text  # noqa: E402
+from opid_rllib.cli import json_object_arg  # noqa: E402
 
 SHORTHANDS = {"w": ("episode_skill_adv_weight", "step_skill_adv_weight"), "w_ep": ("episode_skill_adv_weight",),
               "w_step": ("step_skill_adv_weight",)}
@@ -114,7 +115,24 @@ def evaluate_policy(path: str, seed: int, args) -> dict:
 
 
 def base_headroom(path: str, args) -> dict:
-    ev = _play_panel(path, args, panel=args.headroom_panel, seed=0, skills="oracle")
+    """The base's oracle play on --headroom-panel (seed 0), or --headroom-results: opid-eval's results.json of
+    that same play, read instead of playing the panel twice (refused where its settings differ)."""
+    if args.headroom_results:
+        with open(args.headroom_results) as f:
+            ev = json.load(f)
+        want = {"panel": args.headroom_panel, "skills": "oracle", "seed": 0, "temperature": args.eval_temperature,
+                "max_steps": args.eval_max_steps, "history_length": args.history_length,
+                "max_new_tokens": args.max_new_tokens, "max_prompt_len": args.max_prompt_len}
+        got = ev.get("config", {})
+        bad = [f"{k}: {got.get(k)!r} (this run: {v!r})" for k, v in want.items() if got.get(k) != v]
+        played_env = got.get("env_config", {})
+        bad += [f"env_config[{k!r}]: {played_env.get(k)!r} (this run: {v!r})" for k, v in args.env_config.items()
+                if played_env.get(k) != v]
+        if bad:
+            raise SystemExit(f"--headroom-results {args.headroom_results}: not the play --headroom-panel would make; "
+                             + "; ".join(bad))
+    else:
+        ev = _play_panel(path, args, panel=args.headroom_panel, seed=0, skills="oracle")
     return {k: ev[k] for k in ("table", "teacher_table", "headroom")}
 
 
@@ -222,7 +240,7 @@ def main(argv=None) -> int:
     p.add_argument("--sft-budget-s", type=float, default=0.0,
                    help="stop the warm start after this many seconds (0: all epochs). A budget makes the base "
                         "depend on the machine's speed, so the default runs every epoch")
-    p.add_argument("--env-config", type=json.loads, default={},
+    p.add_argument("--env-config", default="{}",
                    help="JSON dict of ALFWorld settings for training and panel play, e.g. '{\"expert\": \"sweep\"}': "
                         "the built-in analyzer's step skills, the oracle and agreement name the sweep's command")
     p.add_argument("--eval-panel", default="alfworld/valid_unseen@v1")
@@ -244,12 +262,17 @@ def main(argv=None) -> int:
     p.add_argument("--headroom-panel", default=None,
                    help="also play the base on this panel with oracle skills (opid-eval --skills oracle): the "
                         "teacher diagnostics printed next to the table")
+    p.add_argument("--headroom-results", default=None,
+                   help="opid-eval --skills oracle results.json of the base on --headroom-panel with this run's "
+                        "settings (seed 0): read instead of playing the panel again")
     p.add_argument("--results", default=None,
                    help="also write the per-seed numbers, the command and the summary here "
                         "(e.g. bench/results/learning.json)")
     args = p.parse_args(argv)
-    if not isinstance(args.env_config, dict):
-        p.error(f"--env-config {args.env_config!r}: must be a JSON object, e.g. '{{\"expert\": \"sweep\"}}'")
+    try:
+        args.env_config = json_object_arg("--env-config", args.env_config)
+    except ValueError as e:
+        p.error(str(e))
     variants = args.variants.split(",")
     for v in variants:
         parse_variant(v)

@@ -35,13 +35,9 @@ mkdir -p "$OUT"
 [ -f "$OUT/headroom5/results.json" ] || opid-eval --env alfworld --panel alfworld/valid_unseen@v1 \
   --model "$OUT/stage5" --skills oracle --env-kwargs "$SWEEP" --history-length 2 --max-steps 30 --max-new-tokens 48 \
   --max-prompt-len 1024 --temperature 0.4 --torch-threads 2 --output "$OUT/headroom5"
-# the same play as bench/learning.py --headroom-panel would make (seed 0, its settings): seed its cache with it
-mkdir -p "$OUT/learning$SUFFIX/runs"
-[ -f "$OUT/learning$SUFFIX/runs/base-headroom.json" ] || "$PY" -c "import json, sys; r = json.load(open(sys.argv[1]));
-json.dump({k: r[k] for k in ('table', 'teacher_table', 'headroom')}, open(sys.argv[2], 'w'))" \
-  "$OUT/headroom5/results.json" "$OUT/learning$SUFFIX/runs/base-headroom.json"
 # the base's panel plays do not depend on the training cap: reuse those of the default study where it ran
 if [ -n "$SUFFIX" ]; then
+  mkdir -p "$OUT/learning$SUFFIX/runs"
   for f in "$OUT"/learning/runs/base-s*.json; do
     if [ -f "$f" ] && [ ! -f "$OUT/learning$SUFFIX/runs/${f##*/}" ]; then cp "$f" "$OUT/learning$SUFFIX/runs/"; fi
   done
@@ -49,6 +45,6 @@ fi
 A=(--base "$OUT/stage5" --env-config "$SWEEP" --variants "$VARIANTS" --seeds "$SEEDS"
    --iters 6 --max-steps "$MAX_STEPS" --minibatch-size 32 --torch-threads 1 --lr 3e-4 --opid-variant "$T"
    --shuffled-variant "$T+shuffle_skills=true" --out "$OUT/learning$SUFFIX"
-   --headroom-panel alfworld/valid_unseen@v1)
+   --headroom-panel alfworld/valid_unseen@v1 --headroom-results "$OUT/headroom5/results.json")
 "$PY" bench/learning.py "${A[@]}" --shard 0/2 & "$PY" bench/learning.py "${A[@]}" --shard 1/2; wait
 "$PY" bench/learning.py "${A[@]}" --results "bench/results/learning_nohint$SUFFIX.json"

@@ -20,13 +20,8 @@ mkdir -p "$OUT"
 [ -f "$OUT/headroom/results.json" ] || opid-eval --env alfworld --panel alfworld/valid_unseen@v1 \
   --model "$OUT/base" --skills oracle --env-kwargs "$SWEEP" --history-length 2 --max-steps 30 --max-new-tokens 48 \
   --max-prompt-len 1024 --temperature 0.4 --torch-threads 2 --output "$OUT/headroom"
-# the same play as bench/learning.py --headroom-panel would make (seed 0, its settings): seed its cache with it
-mkdir -p "$OUT/learning/runs"
-[ -f "$OUT/learning/runs/base-headroom.json" ] || "$PY" -c "import json, sys; r = json.load(open(sys.argv[1]));
-json.dump({k: r[k] for k in ('table', 'teacher_table', 'headroom')}, open(sys.argv[2], 'w'))" \
-  "$OUT/headroom/results.json" "$OUT/learning/runs/base-headroom.json"
 A=(--base "$OUT/base" --env-config "$SWEEP" --variants "grpo,$T" --seeds "$SEEDS" --iters 6 --max-steps 15
    --minibatch-size 32 --torch-threads 1 --lr 3e-4 --opid-variant "$T" --out "$OUT/learning"
-   --headroom-panel alfworld/valid_unseen@v1)
+   --headroom-panel alfworld/valid_unseen@v1 --headroom-results "$OUT/headroom/results.json")
 "$PY" bench/learning.py "${A[@]}" --shard 0/2 & "$PY" bench/learning.py "${A[@]}" --shard 1/2; wait
 "$PY" bench/learning.py "${A[@]}" --results bench/results/learning_sweep_expert.json

@@ -23,6 +23,16 @@ from opid_rllib.report.runs import find_run_dirs, load_results
 
 REPO = Path(__file__).resolve().parents[2]
 
+
+def _bench(name: str):
+    """bench/NAME.py as a module (bench/ holds scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 pytest.importorskip("matplotlib")
 
 CHROMIUM = "/usr/bin/chromium"
@@ -248,8 +258,6 @@ def test_browser_screenshot(built, tmp_path):
 def test_std_bands_stay_inside_the_valid_range(tmp_path):
     """Success-rate bands (mean +- std over seeds) never leave [0, 100] %: neither the pure helper nor
     the bands and error bars bench/learning.py draws into learning.png."""
-    import importlib.util
-
     import numpy as np
     from matplotlib.collections import LineCollection, PolyCollection
 
@@ -259,9 +267,7 @@ def test_std_bands_stay_inside_the_valid_range(tmp_path):
     assert lo.tolist() == [0.0, 45.0, 92.0] and hi.tolist() == [7.0, 55.0, 100.0]
     assert clipped_yerr([2.0], [5.0]).tolist() == [[2.0], [5.0]]
 
-    spec = importlib.util.spec_from_file_location("bench_learning", REPO / "bench" / "learning.py")
-    learning = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(learning)
+    learning = _bench("learning")
     runs = [{"variant": "grpo", "seed": s, "iters": [{"train_success": v} for v in curve],
              "table": {"success_pct": {"All": all_}}}
             for s, (curve, all_) in enumerate([([0.0, 0.0, 1.0], 0.0), ([0.0, 0.0, 1.0], 0.0), ([0.6, 0.0, 0.4], 9.0)])]
@@ -281,11 +287,7 @@ def test_std_bands_stay_inside_the_valid_range(tmp_path):
 def test_learning_summary_is_the_paired_mean_over_seeds():
     """bench/learning.py's summary: (variant - GRPO) on All per seed both ran, averaged; the names the
     README and bench/results/learning.json quote."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_learning", REPO / "bench" / "learning.py")
-    learning = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(learning)
+    learning = _bench("learning")
     cells = {("grpo", 0): 10.0, ("grpo", 1): 4.0, ("opid", 0): 16.0, ("opid", 1): 2.0, ("opid", 2): 50.0,
              ("opid_shuffled", 0): 9.0, ("opid_shuffled", 1): 6.0}
     runs = [{"variant": v, "seed": s, "table": {"success_pct": {"All": x}}} for (v, s), x in cells.items()]
@@ -313,11 +315,7 @@ def test_learning_summary_is_the_paired_mean_over_seeds():
 
 
 def test_learning_variants_take_analyzer_options():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_learning", REPO / "bench" / "learning.py")
-    learning = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(learning)
+    learning = _bench("learning")
     name, over = learning.parse_variant("opid:w_step=1+analyzer.on_plan_step_skills=3+w_ep=0")
     assert name == "opid" and over == {"step_skill_adv_weight": 1, "episode_skill_adv_weight": 0,
                                        "analyzer_config": {"on_plan_step_skills": 3}}
@@ -326,11 +324,7 @@ def test_learning_variants_take_analyzer_options():
 def test_learning_results_say_what_the_runs_cost_even_from_the_cache():
     """run_seconds sums each run's own train/eval seconds: a report that only reads cached runs (its own wall
     time near 0) still states the study's cost."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_learning", REPO / "bench" / "learning.py")
-    learning = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(learning)
+    learning = _bench("learning")
     runs = [{"variant": "grpo", "seed": 0, "train_s": 500.04, "eval_s": 250.0},
             {"variant": "opid:w=0.1", "seed": 1, "train_s": 610.0, "eval_s": 240.5}]
     got = learning.run_seconds(runs)
@@ -338,14 +332,33 @@ def test_learning_results_say_what_the_runs_cost_even_from_the_cache():
     assert got["per_run"]["opid:w=0.1 s1"] == {"train_s": 610.0, "eval_s": 240.5}
 
 
+def test_learning_headroom_read_from_the_same_oracle_play_only(tmp_path):
+    """--headroom-results: opid-eval's results.json of the base's oracle play is read instead of playing the
+    panel again, and refused, naming the setting, where that play differs from the one this run would make."""
+    import argparse
+
+    learning = _bench("learning")
+    args = argparse.Namespace(headroom_panel="alfworld/valid_unseen@v1", eval_temperature=0.4, eval_max_steps=30,
+                              history_length=2, max_new_tokens=48, max_prompt_len=1024,
+                              env_config={"expert": "sweep"}, headroom_results=str(tmp_path / "results.json"))
+    config = {"panel": "alfworld/valid_unseen@v1", "skills": "oracle", "seed": 0, "temperature": 0.4,
+              "max_steps": 30, "history_length": 2, "max_new_tokens": 48, "max_prompt_len": 1024,
+              "env_config": {"split": "valid_unseen", "expert": "sweep", "max_steps": 30}}
+    played = {"config": config, "counts": {"episodes": 126}, "table": {"success_pct": {"All": 4.76}},
+              "teacher_table": {"success_pct": {"All": 70.63}}, "headroom": {"All": 65.87}}
+    (tmp_path / "results.json").write_text(json.dumps(played))
+    got = learning.base_headroom("unused-model-path", args)
+    assert got == {k: played[k] for k in ("table", "teacher_table", "headroom")}
+    for key, other in (("max_prompt_len", 2048), ("skills", "none"), ("env_config", {"expert": "handcoded"})):
+        (tmp_path / "results.json").write_text(json.dumps(dict(played, config=dict(config, **{key: other}))))
+        with pytest.raises(SystemExit, match=key):
+            learning.base_headroom("unused-model-path", args)
+
+
 def test_take_errors_split_what_the_policy_did_where_the_expert_takes(tmp_path):
     """bench/take_errors.py: at steps whose expert_next is a take, the policy's command is the same, a take
     of the same object class, of another class, or another command; other steps are not counted."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_take_errors", REPO / "bench" / "take_errors.py")
-    te = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(te)
+    te = _bench("take_errors")
     take = "take book 1 from bed 1"
     ep = {"actions": [take, "take book 2 from bed 1", "take pen 1 from bed 1", "go to desk 1", "go to bed 1"],
           "expert_next": [take, take, take, take, "go to desk 1"]}
