@@ -162,15 +162,15 @@ def train_and_eval(base: str, spec: str, seed: int, args) -> dict:
     # result.json + TensorBoard events + skill dumps: `opid-report RUN_DIR` and TensorBoard read the run.
     from tensorboardX import SummaryWriter
 
-    from opid_rllib.cli.train import _jsonable, _write_tensorboard
+    from opid_rllib.cli.run_log import jsonable_result, write_tensorboard
 
     os.makedirs(run_dir, exist_ok=True)
     writer = SummaryWriter(run_dir)
     with open(os.path.join(run_dir, "result.json"), "w") as results:
         for i in range(args.iters):
             r = algo.train()
-            results.write(json.dumps(_jsonable(r)) + "\n")
-            _write_tensorboard(writer, r, i + 1)
+            results.write(json.dumps(jsonable_result(r)) + "\n")
+            write_tensorboard(writer, r, i + 1)
             iters.append(dict(iteration_record(r), seconds=time.time() - t0))
             print(f"  [{spec} s{seed}] iter {i + 1}/{args.iters}: train success {iters[-1]['train_success']:.2f} "
                   f"({iters[-1]['seconds']:.0f}s)", flush=True)

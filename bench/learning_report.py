@@ -93,6 +93,12 @@ def delta_text(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def short_labels(variants: list[str], width: int = 16) -> dict[str, str]:
+    """Plot labels: a variant name longer than `width` becomes a letter and its preset ('C opid'), spelled out
+    under the figure, so a study's full override strings neither overlap the bars nor cover the curves."""
+    return {v: v if len(v) <= width else f"{chr(ord('A') + i)} {v.partition(':')[0]}" for i, v in enumerate(variants)}
+
+
 def plot(runs: list[dict], base_tables: list[dict], path: str):
     import matplotlib
 
@@ -102,19 +108,24 @@ def plot(runs: list[dict], base_tables: list[dict], path: str):
 
     from opid_rllib.report.plots import clip_band, clipped_yerr
 
+    import textwrap
+
     variants = list(dict.fromkeys(r["variant"] for r in runs))
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    short = short_labels(variants)
+    notes = [line for v in variants if short[v] != v
+             for line in textwrap.wrap(f"{short[v].split()[0]} = {v}", 150, subsequent_indent="    ")]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4 + 0.18 * len(notes)))
     for v in variants:
         curves = np.array([[it["train_success"] for it in r["iters"]] for r in runs if r["variant"] == v], float)
         x = np.arange(1, curves.shape[1] + 1)
         m, s = np.nanmean(curves, 0), np.nanstd(curves, 0)
-        ax1.plot(x, 100 * m, marker="o", label=v)
+        ax1.plot(x, 100 * m, marker="o", label=short[v])
         ax1.fill_between(x, *clip_band(100 * m, 100 * s, 0.0, 100.0), alpha=0.2)  # a rate stays in [0, 100] %
     ax1.set_xlabel("iteration")
     ax1.set_ylabel("training-rollout success % (mean +- std over seeds)")
     ax1.set_title("success vs iteration (train tasks, with exploration)")
     ax1.legend()
-    labels = ["base"] + variants
+    labels = ["base"] + [short[v] for v in variants]
     vals = [[t["success_pct"]["All"] for t in base_tables]] + [
         [r["table"]["success_pct"]["All"] for r in runs if r["variant"] == v] for v in variants]
     ax2.bar(labels, [np.mean(x) for x in vals], yerr=clipped_yerr([np.mean(x) for x in vals], [np.std(x) for x in vals]),
@@ -124,7 +135,10 @@ def plot(runs: list[dict], base_tables: list[dict], path: str):
         ax2.scatter([i] * len(x), x, color="k", s=10, zorder=3)
     ax2.set_ylabel("valid_unseen success % (no skills)")
     ax2.set_title("held-out panel after training")
-    fig.tight_layout()
+    ax2.tick_params(axis="x", labelrotation=20)
+    if notes:
+        fig.text(0.01, 0.01, "\n".join(notes), fontsize=7, va="bottom", family="monospace")
+    fig.tight_layout(rect=(0, 0.03 * len(notes) * 4 / (4 + 0.18 * len(notes)), 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return fig

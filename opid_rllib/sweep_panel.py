@@ -56,7 +56,8 @@ def score_trial(trial: dict, config: dict, panel: str, *, episodes: int | None =
                 max_steps: int | None = None, seed: int = 0) -> dict[str, Any]:
     """Export the trial's final checkpoint to a HF folder beside it and play the panel once (no skills).
 
-    Returns {"panel", "episodes", "table"} or {"panel", "error"}; the trial's `history` becomes [All %] (or []).
+    Returns {"panel", "episodes", "table", "env_config"} (what was played) or {"panel", "error"}; the trial's
+    `history` becomes [All %] (or []).
     """
     from opid_rllib.eval.panel import evaluate
     from opid_rllib.export import export_checkpoint
@@ -66,17 +67,20 @@ def score_trial(trial: dict, config: dict, panel: str, *, episodes: int | None =
         trial["history"] = []
         return {"panel": panel, "error": "the trial left no checkpoint (did it fail?)"}
     settings = {k: config[k] for k in _LLM_SETTINGS if config.get(k) is not None}
+    # the trial's env settings (e.g. {"expert": "sweep"}), not its training split and step cap
+    env_kwargs = {k: v for k, v in (config.get("env_config") or {}).items() if k not in ("split", "max_steps")}
     try:
         policy = export_checkpoint(ckpt, os.path.join(trial["path"], "selection_policy"))
         res = evaluate(panel=panel, episodes=episodes, seed=seed, progress=False,
                        temperature=config.get("eval_temperature"), llm_model=str(policy), max_steps=max_steps,
-                       **settings)
+                       env_kwargs=env_kwargs, **settings)
     except Exception as e:  # noqa: BLE001 - one point's failure leaves it unscored, the sweep goes on
         trial["history"] = []
         return {"panel": panel, "error": f"{type(e).__name__}: {e}"[:500]}
     table = res["table"]
     trial["history"] = [table["success_pct"]["All"]]
-    return {"panel": panel, "episodes": table["n"]["All"], "table": table["success_pct"]}
+    return {"panel": panel, "episodes": table["n"]["All"], "table": table["success_pct"],
+            "env_config": res["config"]["env_config"]}
 
 
 def write_selection(grid, searched: list[str], output: str, *, panel: str | None = None, episodes: int | None = None,

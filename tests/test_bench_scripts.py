@@ -34,10 +34,13 @@ def test_study_drivers_without_a_base_print_their_usage(script, tmp_path):
     assert not any(tmp_path.iterdir()), "nothing may be written before the arguments are checked"
 
 
-def test_nohint_study_refuses_unknown_arms_before_writing(tmp_path):
-    env = {"PATH": "/usr/bin:/bin", "ARMS": "opid"}
-    p = subprocess.run(["bash", str(ROOT / "bench" / "nohint_study.sh"), "BASE", str(tmp_path / "out")],
-                       capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=30)
+@pytest.mark.parametrize("script, env, says", [
+    ("nohint_study.sh", {"ARMS": "opid"}, "ARMS=opid: choose all"),
+    ("opid_vs_grpo_study.sh", {"SHARDS": "3"}, "SHARDS=3: choose 1 or 2"),
+])
+def test_study_drivers_refuse_a_setting_they_cannot_run_before_writing(script, env, says, tmp_path):
+    p = subprocess.run(["bash", str(ROOT / "bench" / script), "BASE", str(tmp_path / "out")], capture_output=True,
+                       text=True, env={"PATH": "/usr/bin:/bin", **env}, stdin=subprocess.DEVNULL, timeout=30)
     assert p.returncode == 2
-    assert "ARMS=opid: choose all" in p.stderr
+    assert says in p.stderr
     assert not (tmp_path / "out").exists()

@@ -13,6 +13,8 @@ import os
 import sys
 import time
 
+from opid_rllib.cli import json_object_arg
+from opid_rllib.cli.run_log import jsonable_result, write_tensorboard
 from opid_rllib.presets import CPU_TINY, PRESETS, apply_preset, model_default
 
 # What the progress table shows while a run is going.
@@ -68,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--analyzer-option", action="append", default=None, metavar="KEY=VALUE",
                    help="an analyzer_config entry, repeatable (e.g. on_plan_step_skills=3 for the hindsight "
                         "analyzer); VALUE is read as JSON, else as text")
+    g.add_argument("--env-kwargs", default=None, metavar="JSON",
+                   help="JSON dict of env settings merged into env_config, as opid-eval and opid-sft take "
+                        "(e.g. '{\"expert\": \"sweep\"}'); split and max_steps have their own flags")
     g.add_argument("--cpu-example", action="store_true",
                    help="small sizes that run on a laptop CPU (tuned_examples/alfworld_opid_tiny_cpu.py)")
     g.add_argument("--seed", type=int, default=None,
@@ -95,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="weight of the step-skill teacher term in the advantage")
     g.add_argument("--teacher-sample-adv-weight", type=float, default=None,
                    help="w_T: add a response sampled under each step-skill prompt, advantage w_T * Delta (0: off)")
+    g.add_argument("--normalize-teacher-adv", action="store_true", default=None,
+                   help="z-score the skill terms over the batch's active tokens (normalize_teacher_adv)")
     g.add_argument("--skill-routing", default=None, choices=ROUTING_MODES,
                    help="which skill teaches which step")
     g = p.add_argument_group("run")
@@ -149,7 +156,7 @@ def config_from_args(args):
 _LLM_FLAGS = {"model": "llm_model", "max_new_tokens": "max_new_tokens", "max_prompt_len": "max_prompt_len",
               "history_length": "history_length", "max_steps": "max_steps", "generation_backend": "generation_backend"}
 _TRAIN_FLAGS = ("group_size", "tasks_per_iter", "lr", "minibatch_size", "episode_skill_adv_weight",
-                "step_skill_adv_weight", "skill_routing", "teacher_sample_adv_weight")
+                "step_skill_adv_weight", "skill_routing", "teacher_sample_adv_weight", "normalize_teacher_adv")
 # What a tuned example's file fixes: changing it is editing the example, not a flag.
 _EXAMPLE_FIXED = ("env", "split", "preset", "cpu_example")
 
@@ -172,6 +179,8 @@ def apply_overrides(cfg, args):
         cfg.analyzer_settings(analyzer=args.analyzer)
     if getattr(args, "analyzer_option", None):
         cfg.analyzer_settings(analyzer_config={**dict(cfg.analyzer_config or {}), **analyzer_options(args)})
+    if getattr(args, "env_kwargs", None):
+        cfg.env_config.update(json_object_arg("--env-kwargs", args.env_kwargs))
     if getattr(args, "max_steps", None) is not None:
         cfg.env_config["max_steps"] = args.max_steps
     return cfg
@@ -208,6 +217,10 @@ def check_args(args) -> str | None:
             return f"--{name.replace('_', '-')} {v}: must be >= 1"
     try:
         analyzer_options(args)
+        if getattr(args, "env_kwargs", None) is not None:
+            own = sorted(set(json_object_arg("--env-kwargs", args.env_kwargs)) & {"split", "max_steps"})
+            if own:
+                return f"--env-kwargs: {own[0]!r} has its own flag; use --{own[0].replace('_', '-')}"
     except ValueError as e:
         return str(e)
     for name in ("history_length", "checkpoint_freq", "num_cpus", "num_env_runners", "num_learners"):
@@ -231,11 +244,15 @@ def check_config(cfg) -> str | None:
             resolve_model_path(cfg.llm_model)  # builds/caches 'tiny' once, as the actors would
         except EvalError as e:
             return str(e)
-    if not _has_search_space(cfg):
+    for point in _grid_points(cfg):  # a sweep: every point, or Tune would fail on the bad one, Ray started
+        probe = cfg.copy(copy_frozen=False)
+        for k, v in point.items():
+            setattr(probe, k, v)
         try:
-            cfg.validate()
+            probe.validate()
         except ValueError as e:
-            return " ".join(str(e).split())
+            where = f"grid point {point}: " if point else ""
+            return where + " ".join(str(e).split())
     return None
 
 
@@ -329,8 +346,8 @@ def _run_no_tune(cfg, args, output) -> int:
         t0 = time.time()
         last = algo.train()
         it = algo.iteration
-        _write_tensorboard(writer, last, it)
-        results_file.write(json.dumps(_jsonable(last)) + "\n")
+        write_tensorboard(writer, last, it)
+        results_file.write(json.dumps(jsonable_result(last)) + "\n")
         results_file.flush()
         print(f"iter {it}: success={_get(last, 'opid/success_rate'):.3f} "
               f"format_ok={_get(last, 'opid/format_valid_rate'):.3f} time={time.time() - t0:.1f}s", flush=True)
@@ -344,34 +361,6 @@ def _run_no_tune(cfg, args, output) -> int:
     return 0
 
 
-def _flatten(d, prefix=""):
-    for k, v in d.items():
-        key = f"{prefix}/{k}" if prefix else str(k)
-        if isinstance(v, dict):
-            yield from _flatten(v, key)
-        else:
-            yield key, v
-
-
-def _write_tensorboard(writer, result: dict, step: int) -> None:
-    for key, v in _flatten(result):
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf"):
-            writer.add_scalar(key, float(v), step)
-    writer.flush()
-
-
-def _jsonable(result: dict) -> dict:
-    out = {}
-    for k, v in result.items():
-        if k == "config":
-            continue
-        if isinstance(v, dict):
-            out[k] = _jsonable(v)
-        elif isinstance(v, (int, float, str, bool)) or v is None:
-            out[k] = v
-    return out
-
-
 def _selection_error(cfg, args) -> str | None:
     from opid_rllib.sweep_panel import selection_args_error
 
@@ -382,6 +371,15 @@ def _selection_error(cfg, args) -> str | None:
 def _searched_keys(cfg) -> list[str]:
     """Config fields set to a Tune grid (`tune.grid_search(...)`)."""
     return [k for k, v in vars(cfg).items() if isinstance(v, dict) and "grid_search" in v]
+
+
+def _grid_points(cfg) -> list[dict]:
+    """The sweep's points ({key: value} per combination of the grids), or [{}] for a plain config."""
+    import itertools
+
+    keys = _searched_keys(cfg)
+    grids = [getattr(cfg, k)["grid_search"] for k in keys]
+    return [dict(zip(keys, combo)) for combo in itertools.product(*grids)]
 
 
 def _has_search_space(cfg) -> bool:

@@ -46,6 +46,10 @@ def _run(fn, *a) -> tuple[int, str, str]:
                                                "['on_plan_steps']"),
     (["--analyzer-option", "on_plan_step_skills=-2"], "on_plan_step_skills=-2: must be an int >= 0"),
     (["--analyzer-option", "max_step_skills=3"], "max_step_skills is set by max_step_skills_per_traj"),
+    (["--env-kwargs", "{expert: sweep}"], "--env-kwargs is not valid JSON"),
+    (["--env-kwargs", '["sweep"]'], "--env-kwargs must be a JSON object"),
+    (["--env-kwargs", '{"split": "valid_seen"}'], "--env-kwargs: 'split' has its own flag; use --split"),
+    (["--env-kwargs", '{"max_steps": 9}'], "--env-kwargs: 'max_steps' has its own flag; use --max-steps"),
 ])
 def test_bad_input_is_one_line_before_ray(tmp_path, argv, says):
     out_dir = tmp_path / "run"
@@ -119,6 +123,24 @@ def test_analyzer_options_reach_the_config():
     assert sweep.analyzer_config["on_plan_step_skills"] == 2
 
 
+def test_env_kwargs_and_normalize_teacher_adv_reach_the_config():
+    p = build_parser()
+    cfg = config_from_args(p.parse_args(["--env-kwargs", '{"expert": "sweep"}', "--max-steps", "15",
+                                         "--normalize-teacher-adv"]))
+    assert cfg.env_config == {"split": "train", "expert": "sweep", "max_steps": 15}
+    assert cfg.normalize_teacher_adv is True
+    plain = config_from_args(p.parse_args([]))
+    assert "expert" not in plain.env_config and plain.normalize_teacher_adv is False
+    import runpy
+
+    from opid_rllib.cli.train import apply_overrides
+
+    sweep = runpy.run_path(str(ROOT / "tuned_examples" / "alfworld_opid_weight_sweep.py"), run_name="x")["config"]
+    sweep = apply_overrides(sweep, p.parse_args(["--env-kwargs", '{"expert": "sweep"}', "--normalize-teacher-adv"]))
+    assert sweep.env_config["expert"] == "sweep" and sweep.env_config["split"] == "train"
+    assert sweep.normalize_teacher_adv is True
+
+
 def test_max_new_tokens_default_fits_the_model():
     p = build_parser()
     assert config_from_args(p.parse_args(["--model", "tiny"])).max_new_tokens == 48
@@ -165,6 +187,19 @@ def test_a_sweep_never_selects_on_the_reported_panel(tmp_path, panel, says):
     cfg = runpy.run_path(str(ROOT / "tuned_examples" / "alfworld_opid_weight_sweep.py"), run_name="x")["config"]
     rc, _, stderr = _run(run_experiment, cfg, ["--select-panel", panel, "--output", str(tmp_path / "r")])
     assert rc == 2 and stderr.startswith("opid-train: error: ") and says in stderr, stderr
+    assert not ray.is_initialized() and not (tmp_path / "r").exists()
+
+
+def test_a_sweep_point_that_cannot_run_is_refused_before_ray(tmp_path):
+    """Teacher samples need step-skill rows: the grid's w_step = 0 points could not run. Each point is
+    validated before Ray starts (Tune would otherwise stop the whole sweep with a traceback, Ray up)."""
+    import runpy
+
+    cfg = runpy.run_path(str(ROOT / "tuned_examples" / "alfworld_opid_weight_sweep.py"), run_name="x")["config"]
+    rc, _, stderr = _run(run_experiment, cfg, ["--teacher-sample-adv-weight", "1", "--output", str(tmp_path / "r")])
+    assert rc == 2 and stderr.startswith("opid-train: error: grid point {'episode_skill_adv_weight': 0.0, "
+                                         "'step_skill_adv_weight': 0.0}: Invalid OPIDConfig: "), stderr
+    assert "teacher_sample_adv_weight=1.0" in stderr and "set it > 0" in stderr
     assert not ray.is_initialized() and not (tmp_path / "r").exists()
 
 

@@ -88,7 +88,8 @@ def test_tune_grid_over_skill_weights(ray_local, tmp_path):
 def test_weight_sweep_example_ranks_its_points_on_a_held_out_panel(tmp_path):
     """The package's sweep example, as a user runs it: a grid from --weight-grid, flags on top, every point's
     final policy exported and played on the held-out panel (--select-panel), and sweep.json ranking the points
-    by that success while keeping each trial's searched weights and training-success curve."""
+    by that success while keeping each trial's searched weights and training-success curve; --env-kwargs reaches
+    both the trials' env and the selection play."""
     import subprocess
     import sys
 
@@ -98,7 +99,8 @@ def test_weight_sweep_example_ranks_its_points_on_a_held_out_panel(tmp_path):
                         "--weight-grid", "0.01", "--stop-iters", "1", "--max-steps", "2", "--tasks-per-iter", "1",
                         "--group-size", "2", "--max-new-tokens", "8", "--num-cpus", "2", "--verbose", "0",
                         "--select-panel", "alfworld/valid_seen@v1", "--select-episodes", "2", "--select-max-steps", "2",
-                        "--output", str(tmp_path)], capture_output=True, text=True, env=env, timeout=900)
+                        "--env-kwargs", '{"expert": "sweep"}', "--output", str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     sel = json.load(open(tmp_path / "sweep.json"))
     assert sel["metric"] == "alfworld/valid_seen@v1 success % (All)" and len(sel["ranking"]) == 1
@@ -110,6 +112,9 @@ def test_weight_sweep_example_ranks_its_points_on_a_held_out_panel(tmp_path):
         assert t["selection"]["episodes"] == 2 and "error" not in t["selection"], t["selection"]
         assert t["history"] == [t["selection"]["table"]["All"]] and t["history"][0] in (0.0, 50.0, 100.0)
         assert os.path.isfile(os.path.join(t["path"], "selection_policy", "config.json"))
+        # --env-kwargs reached the trial's env and its selection play (split and cap are the panel's own)
+        played = t["selection"]["env_config"]
+        assert played["expert"] == "sweep" and played["split"] == "valid_seen" and played["max_steps"] == 2
     assert sel["informative"] and "sweep ranking by alfworld/valid_seen@v1" in p.stdout
 
 
