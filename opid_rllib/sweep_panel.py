@@ -56,8 +56,8 @@ def score_trial(trial: dict, config: dict, panel: str, *, episodes: int | None =
                 max_steps: int | None = None, seed: int = 0) -> dict[str, Any]:
     """Export the trial's final checkpoint to a HF folder beside it and play the panel once (no skills).
 
-    Returns {"panel", "episodes", "table", "env_config"} (what was played) or {"panel", "error"}; the trial's
-    `history` becomes [All %] (or []).
+    Returns {"panel", "episodes", "table", "expert_agreement_pct", "env_config"} (what was played) or {"panel",
+    "error"}; the trial's `history` becomes [All %] (or []).
     """
     from opid_rllib.eval.panel import evaluate
     from opid_rllib.export import export_checkpoint
@@ -79,8 +79,9 @@ def score_trial(trial: dict, config: dict, panel: str, *, episodes: int | None =
         return {"panel": panel, "error": f"{type(e).__name__}: {e}"[:500]}
     table = res["table"]
     trial["history"] = [table["success_pct"]["All"]]
+    # agreement with the env expert's next command: a drift off the plan shows there before it shows in wins
     return {"panel": panel, "episodes": table["n"]["All"], "table": table["success_pct"],
-            "env_config": res["config"]["env_config"]}
+            "expert_agreement_pct": table.get("expert_agreement_pct"), "env_config": res["config"]["env_config"]}
 
 
 def write_selection(grid, searched: list[str], output: str, *, panel: str | None = None, episodes: int | None = None,
@@ -99,7 +100,10 @@ def write_selection(grid, searched: list[str], output: str, *, panel: str | None
         for t, r in zip(trials, grid):
             t["training_history"] = t["history"]
             t["selection"] = score_trial(t, r.config or {}, panel, episodes=episodes, max_steps=max_steps)
-            print(f"selection panel {panel}: {t['params']} -> {t['selection'].get('table', t['selection'])}")
+            got = t["selection"]
+            agree = got.get("expert_agreement_pct")
+            print(f"selection panel {panel}: {t['params']} -> {got.get('table', got)}"
+                  + ("" if agree is None else f", agreement with the expert {agree:.1f} %"))
         sel = rank_trials(trials, metric_name(panel), scope="final policy on the selection panel")
     else:
         sel = rank_trials(trials, metric)

@@ -115,6 +115,7 @@ def test_weight_sweep_example_ranks_its_points_on_a_held_out_panel(tmp_path):
         # --env-kwargs reached the trial's env and its selection play (split and cap are the panel's own)
         played = t["selection"]["env_config"]
         assert played["expert"] == "sweep" and played["split"] == "valid_seen" and played["max_steps"] == 2
+        assert 0.0 <= t["selection"]["expert_agreement_pct"] <= 100.0
     assert sel["informative"] and "sweep ranking by alfworld/valid_seen@v1" in p.stdout
 
 
