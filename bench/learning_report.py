@@ -6,6 +6,7 @@ Pure functions of the runs' records (no training, no args), so tests import them
 from __future__ import annotations
 
 import statistics
+import textwrap
 
 
 def mean_std(v: list[float]) -> str:
@@ -108,13 +109,12 @@ def plot(runs: list[dict], base_tables: list[dict], path: str):
 
     from opid_rllib.report.plots import clip_band, clipped_yerr
 
-    import textwrap
-
     variants = list(dict.fromkeys(r["variant"] for r in runs))
     short = short_labels(variants)
     notes = [line for v in variants if short[v] != v
              for line in textwrap.wrap(f"{short[v].split()[0]} = {v}", 150, subsequent_indent="    ")]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4 + 0.18 * len(notes)))
+    height = 4 + 0.18 * len(notes)  # inches: the axes, then a line per spelled-out label
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, height))
     for v in variants:
         curves = np.array([[it["train_success"] for it in r["iters"]] for r in runs if r["variant"] == v], float)
         x = np.arange(1, curves.shape[1] + 1)
@@ -138,7 +138,7 @@ def plot(runs: list[dict], base_tables: list[dict], path: str):
     ax2.tick_params(axis="x", labelrotation=20)
     if notes:
         fig.text(0.01, 0.01, "\n".join(notes), fontsize=7, va="bottom", family="monospace")
-    fig.tight_layout(rect=(0, 0.03 * len(notes) * 4 / (4 + 0.18 * len(notes)), 1, 1))
+    fig.tight_layout(rect=(0, 0.12 * len(notes) / height, 1, 1))  # the axes stay above the spelled-out labels
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return fig
