@@ -287,13 +287,13 @@ def test_std_bands_stay_inside_the_valid_range(tmp_path):
 def test_long_variant_names_get_short_plot_labels_spelled_out_below(tmp_path):
     """A study's variant strings run to 100+ characters: the plot labels them by letter and preset and
     spells each one out under the figure (the tick labels overlapped into one smear before)."""
-    learning = _bench("learning_report")
+    report = _bench("learning_report")
     long_v = "opid:w_ep=0.3+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true"
-    short = learning.short_labels(["grpo", "opid", long_v, long_v + "+shuffle_skills=true", "no_step_skill:w_ep=1"])
+    short = report.short_labels(["grpo", "opid", long_v, long_v + "+shuffle_skills=true", "no_step_skill:w_ep=1"])
     assert list(short.values()) == ["grpo", "opid", "C opid", "D opid", "E no_step_skill"]
     runs = [{"variant": v, "seed": 0, "iters": [{"train_success": 0.0}], "table": {"success_pct": {"All": 1.0}}}
             for v in ("grpo", long_v)]
-    fig = learning.plot(runs, [{"success_pct": {"All": 0.0}}], str(tmp_path / "learning.png"))
+    fig = report.plot(runs, [{"success_pct": {"All": 0.0}}], str(tmp_path / "learning.png"))
     ax1, ax2 = fig.axes
     assert [t.get_text() for t in ax2.get_xticklabels()] == ["base", "grpo", "B opid"]
     assert [t.get_text() for t in ax1.get_legend().get_texts()] == ["grpo", "B opid"]
