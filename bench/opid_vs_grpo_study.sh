@@ -77,4 +77,5 @@ if [ "$SHARDS" = 2 ]; then
   "$PY" bench/learning.py "${A[@]}" --torch-threads 1 --shard 1/2
   wait
 fi
+# one process on both cores (SHARDS=1); after two shards this call only reads their runs and writes the report
 "$PY" bench/learning.py "${A[@]}" --torch-threads $((3 - SHARDS)) ${RESULTS:+--results "$RESULTS"}
