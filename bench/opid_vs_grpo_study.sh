@@ -11,6 +11,8 @@
 #                                                                  # may name a right move (on_plan_step_skills)
 #   TEACHER_SAMPLES=1 bash bench/opid_vs_grpo_study.sh BASE         # every OPID arm (and the sweep) adds teacher
 #                                                                  # samples at w_T = 1 (teacher_sample_adv_weight)
+#   TEACHER_SFT=1 ...          # with TEACHER_SAMPLES, also those samples' likelihood term at c_T = 1, outside
+#                              # the PPO clip (teacher_sample_sft_coeff), in the sweep and every OPID arm
 #   NORMALIZE=1 ...            # the sweep and the selected arms centre the skill terms (normalize_teacher_adv)
 #   ENV_KWARGS='{"expert": "sweep"}' ...   # env settings of the sweep, the arms and the panel plays
 #   LR=3e-4 SHARDS=2 HEADROOM=OUT/results.json ...   # learning rate of sweep and arms; the arms in two
@@ -36,6 +38,7 @@ SELECT=${SELECT-alfworld/valid_seen@v1}
 MB=${MINIBATCH:-32}
 ON_PLAN=${ON_PLAN:-0}
 TEACHER=${TEACHER_SAMPLES:-0}
+TSFT=${TEACHER_SFT:-0}
 NORMALIZE=${NORMALIZE:-0}
 ENV_KWARGS=${ENV_KWARGS:-'{}'}
 SHARDS=${SHARDS:-1}
@@ -46,7 +49,7 @@ mkdir -p "$OUT"
 [ -f "$OUT/sweep/sweep.json" ] || "$PY" tuned_examples/alfworld_opid_weight_sweep.py --model "$BASE" \
   --weight-grid "$GRID" "${SIZES[@]}" --stop-iters "$SWEEP_ITERS" --num-cpus 2 --verbose 1 --output "$OUT/sweep" \
   ${SELECT:+--select-panel "$SELECT" --select-max-steps 30} --analyzer-option "on_plan_step_skills=$ON_PLAN" \
-  --teacher-sample-adv-weight "$TEACHER" --env-kwargs "$ENV_KWARGS"
+  --teacher-sample-adv-weight "$TEACHER" --teacher-sample-sft-coeff "$TSFT" --env-kwargs "$ENV_KWARGS"
 read -r W WNS < <("$PY" - "$OUT/sweep/sweep.json" <<'EOF'
 import json, sys
 sel = json.load(open(sys.argv[1]))
@@ -62,6 +65,7 @@ EOF
 [ "$ON_PLAN" = 0 ] || W="$W+analyzer.on_plan_step_skills=$ON_PLAN"
 [ "$NORMALIZE" = 0 ] || { W="$W+normalize_teacher_adv=true"; WNS="$WNS+normalize_teacher_adv=true"; }
 [ "$TEACHER" = 0 ] || W="$W+teacher_sample_adv_weight=$TEACHER"
+[ "$TSFT" = 0 ] || W="$W+teacher_sample_sft_coeff=$TSFT"
 BEST="opid:$W"
 SHUFFLED="$BEST+shuffle_skills=true"
 case "${ARMS:-core}" in

@@ -66,6 +66,9 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     # Teacher samples (connectors/teacher_samples.py, not in the paper): w_T > 0 adds, per skill-routed
     # row, a response sampled under the skill prompt with advantage w_T * Delta_T.
     "teacher_sample_adv_weight": (0.0, float), "teacher_sample_rows": ("step", str),
+    # c_T > 0 adds -c_T * log pi_theta(y_T | x) on those rows, outside the PPO clip (losses.py: the forward
+    # KL to the skill teacher on its own samples, as pi-Distill's teacher-sampled term).
+    "teacher_sample_sft_coeff": (0.0, float),
     # loss
     "clip_ratio_low": (0.2, float), "clip_ratio_high": (0.2, float), "dual_clip_c": (3.0, float),
     "kl_coeff": (0.01, float), "entropy_coeff": (0.001, float), "opsd_loss_coeff": (0.0, float),
@@ -151,6 +154,7 @@ class OPIDConfig(AlgorithmConfig):
             ("step_skill_adv_weight", float(self.step_skill_adv_weight) >= 0, ">= 0"),
             ("teacher_sample_adv_weight", float(self.teacher_sample_adv_weight) >= 0, ">= 0 (0 = off)"),
             ("teacher_sample_rows", self.teacher_sample_rows in TEACHER_SAMPLE_ROWS, f"one of {TEACHER_SAMPLE_ROWS}"),
+            ("teacher_sample_sft_coeff", float(self.teacher_sample_sft_coeff) >= 0, ">= 0 (0 = off)"),
             ("max_step_skills_per_traj", int(self.max_step_skills_per_traj) >= 0, ">= 0"),
             ("clip_ratio_low", 0 < float(self.clip_ratio_low) < 1, "in (0, 1)"),
             ("clip_ratio_high", float(self.clip_ratio_high) > 0, "> 0"),
@@ -196,6 +200,10 @@ class OPIDConfig(AlgorithmConfig):
         """Teacher samples are drawn on skill-routed rows: a setting that routes none would silently do nothing."""
         w = self.teacher_sample_adv_weight
         if not isinstance(w, (int, float)) or w <= 0:
+            c = self.teacher_sample_sft_coeff
+            if isinstance(c, (int, float)) and c > 0:
+                return [f"teacher_sample_sft_coeff={c}: applies to teacher-sampled rows, and "
+                        "teacher_sample_adv_weight=0 draws none; set teacher_sample_adv_weight > 0"]
             return []
         if self.analyzer == "none":
             return [f"teacher_sample_adv_weight={w}: needs an analyzer (analyzer='none' writes no skills)"]

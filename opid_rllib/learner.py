@@ -76,6 +76,7 @@ class OPIDTorchLearner(TorchLearner):
         return ppo_token_loss(
             fwd_out["logp"], batch["old_logp"], batch["advantages"], batch["response_mask"],
             entropy=fwd_out["entropy"], ref_logp=ref_logp, teacher_delta=batch.get("teacher_delta"),
+            teacher_rows=batch.get("teacher_rows"), teacher_sft_coeff=cfg.teacher_sample_sft_coeff,
             clip_low=cfg.clip_ratio_low, clip_high=cfg.clip_ratio_high, dual_clip_c=cfg.dual_clip_c,
             kl_coeff=cfg.kl_coeff, entropy_coeff=cfg.entropy_coeff, opsd_coeff=cfg.opsd_loss_coeff)
 

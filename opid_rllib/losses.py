@@ -20,12 +20,14 @@ def ppo_token_loss(
     entropy: torch.Tensor | None = None,   # H(pi_theta(. | x, y_<l))  [B, L]
     ref_logp: torch.Tensor | None = None,  # log pi_ref(y_l | ...)     [B, L]
     teacher_delta: torch.Tensor | None = None,  # Delta for the OPSD term [B, L]
+    teacher_rows: torch.Tensor | None = None,   # 1 on rows the skill teacher sampled (y_T), else 0  [B]
     clip_low: float = 0.2,
     clip_high: float = 0.2,
     dual_clip_c: float | None = 3.0,
     kl_coeff: float = 0.01,
     entropy_coeff: float = 0.001,
     opsd_coeff: float = 0.0,
+    teacher_sft_coeff: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Returns (sum over tokens of the loss, sums of diagnostics over tokens)."""
     # r = pi_theta / pi_old, per token.
@@ -58,4 +60,11 @@ def ppo_token_loss(
         # GRPO+OPSD: separate distillation term -c * Delta * log pi_theta (pull towards the
         # skill-conditioned teacher on the policy's own samples).
         loss = loss - opsd_coeff * teacher_delta * logp
+    if teacher_rows is not None and teacher_sft_coeff:
+        # Teacher-sample likelihood: -c_T * log pi_theta(y_T | x) on rows y_T ~ pi_old(. | x + skill). Its
+        # gradient is that of KL(pi_teacher || pi_theta) at x; unclipped, so the student can move toward
+        # the teacher faster than the PPO clip lets A_T = w_T * Delta_T move it (1 + eps per iteration).
+        sft = -logp * teacher_rows[:, None].to(logp.dtype)
+        loss = loss + teacher_sft_coeff * sft
+        stats["teacher_sft_nll"] = (sft.detach() * mask).sum()
     return (loss * mask).sum(), {k: v.detach() for k, v in stats.items()}

@@ -100,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="weight of the step-skill teacher term in the advantage")
     g.add_argument("--teacher-sample-adv-weight", type=float, default=None,
                    help="w_T: add a response sampled under each step-skill prompt, advantage w_T * Delta (0: off)")
+    g.add_argument("--teacher-sample-sft-coeff", type=float, default=None,
+                   help="c_T: add -c_T * log pi(y_T | x) on those teacher samples, outside the PPO clip (0: off)")
     g.add_argument("--normalize-teacher-adv", action="store_true", default=None,
                    help="z-score the skill terms over the batch's active tokens (normalize_teacher_adv)")
     g.add_argument("--skill-routing", default=None, choices=ROUTING_MODES,
@@ -156,7 +158,8 @@ def config_from_args(args):
 _LLM_FLAGS = {"model": "llm_model", "max_new_tokens": "max_new_tokens", "max_prompt_len": "max_prompt_len",
               "history_length": "history_length", "max_steps": "max_steps", "generation_backend": "generation_backend"}
 _TRAIN_FLAGS = ("group_size", "tasks_per_iter", "lr", "minibatch_size", "episode_skill_adv_weight",
-                "step_skill_adv_weight", "skill_routing", "teacher_sample_adv_weight", "normalize_teacher_adv")
+                "step_skill_adv_weight", "skill_routing", "teacher_sample_adv_weight", "normalize_teacher_adv",
+                "teacher_sample_sft_coeff")
 # What a tuned example's file fixes: changing it is editing the example, not a flag.
 _EXAMPLE_FIXED = ("env", "split", "preset", "cpu_example")
 

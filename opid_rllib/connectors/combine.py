@@ -65,6 +65,8 @@ class CombineAdvantages(ConnectorV2):
         out["response_mask"] = as_t(mask)
         # Unweighted Delta for the optional GRPO+OPSD distillation loss term (losses.py).
         out["teacher_delta"] = as_t((deltas["ep"] + deltas["step"]).astype(np.float32))
+        # Rows the skill teacher sampled (TeacherSamples), for the optional teacher-sample likelihood term.
+        out["teacher_rows"] = as_t(np.array([d is not None for d in t.sample_delta], np.float32))
         batch[DEFAULT_MODULE_ID] = out
         return batch
 

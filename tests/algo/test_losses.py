@@ -72,3 +72,22 @@ def test_opsd_term_and_gradient():
     assert loss.item() == pytest.approx(sum(-0.5 * d * lp for d, lp, m in zip(delta, LOGP, MASK) if m))
     loss.backward()
     assert logp.grad[0].tolist() == pytest.approx([-0.5 * d * m for d, m in zip(delta, MASK)])
+
+
+def test_teacher_sample_likelihood_acts_past_the_clip():
+    """-c_T * log pi_theta on teacher rows only: where the clip has zeroed the PPO gradient (A > 0, r > 1 + eps),
+    the teacher row still gets -c_T per real token and the student's own row gets nothing."""
+    logp = torch.tensor([LOGP, LOGP], dtype=torch.float64, requires_grad=True)
+    old, mask = torch.tensor([OLD, OLD], dtype=torch.float64), torch.tensor([MASK, MASK], dtype=torch.float64)
+    adv = torch.tensor([[1.0, 0.0, 0.0, 0.0, 0.0]] * 2, dtype=torch.float64)  # token 0: r = 1.5, clipped
+    rows = torch.tensor([0.0, 1.0], dtype=torch.float64)  # row 1 was sampled by the skill teacher
+    loss, stats = ppo_token_loss(logp, old, adv, mask, teacher_rows=rows, teacher_sft_coeff=0.5, kl_coeff=0.0,
+                                 entropy_coeff=0.0)
+    nll = -sum(lp * m for lp, m in zip(LOGP, MASK))
+    assert stats["teacher_sft_nll"].item() == pytest.approx(nll)
+    assert loss.item() == pytest.approx(2 * -1.2 + 0.5 * nll)
+    loss.backward()
+    assert logp.grad[0].tolist() == pytest.approx([0.0] * 5)
+    assert logp.grad[1].tolist() == pytest.approx([-0.5 * m for m in MASK])
+    off, _ = ppo_token_loss(logp.detach(), old, adv, mask, teacher_rows=rows, kl_coeff=0.0, entropy_coeff=0.0)
+    assert off.item() == pytest.approx(2 * -1.2)  # c_T = 0 (the default): the plain clipped loss

@@ -50,3 +50,23 @@ def test_minibatch_of_the_whole_batch_is_one_step():
     assert _adam_steps(a) == _adam_steps(b) == {1}
     wa, wb = _weights(a), _weights(b)
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_teacher_sample_likelihood_reaches_the_learner():
+    """teacher_sample_sft_coeff > 0: the learner adds -c_T * log pi on the batch's teacher rows, so it logs the
+    term and the teacher row's log-prob rises even with zero advantage (no PPO gradient at all)."""
+    kw = dict(analyzer="hindsight", step_skill_adv_weight=0.5, teacher_sample_adv_weight=1.0, kl_coeff=0.0,
+              entropy_coeff=0.0, weight_decay=0.0)
+    on, off = _learner(teacher_sample_sft_coeff=1.0, **kw), _learner(**kw)
+    module = on.module["default_policy"].unwrapped()
+    batch = _batch(module, n=4)
+    batch["advantages"] = torch.zeros_like(batch["advantages"])
+    batch["teacher_rows"] = torch.tensor([0.0, 1.0, 0.0, 0.0])
+    before = _weights(off)
+    on._uncompiled_update({"default_policy": batch})
+    off._uncompiled_update({"default_policy": batch})
+    assert on.metrics.peek(("default_policy", "teacher_sft_nll")) > 0
+    assert all(torch.equal(v, before[k]) for k, v in _weights(off).items())  # A = 0 and no c_T: nothing moves
+    after = on.module["default_policy"].unwrapped()._forward_train(batch)["logp"].detach()
+    gain = ((after - batch["old_logp"]) * batch["response_mask"]).sum(1)
+    assert float(gain[1]) > 0 and float(gain[1]) > float(gain[[0, 2, 3]].max())

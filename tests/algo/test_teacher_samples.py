@@ -1,6 +1,7 @@
 """Teacher samples on real rollouts: y_T ~ pi_old(. | x + skill) added as rows with A = w_T * Delta_T."""
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -47,6 +48,7 @@ def test_teacher_rows_follow_their_source_with_delta_t_as_advantage(setup):
     teacher = [j for j, d in enumerate(t.sample_delta) if d is not None]
     assert teacher and len(t) == n_steps + len(teacher) == out["advantages"].shape[0]
     assert metrics["opid/teacher_samples/rows"] == len(teacher)
+    assert out["teacher_rows"].tolist() == [float(d is not None) for d in t.sample_delta]  # the likelihood term's rows
     src = [j - 1 for j in teacher]
     # Each teacher row sits right after the step-skill row it was drawn for, with that row's plain prompt.
     assert all(t.sample_delta[i] is None and t.use_step[i] for i in src)
@@ -126,12 +128,15 @@ def test_bad_rows_setting_names_the_field():
 
 
 @pytest.mark.parametrize("over, says", [
+    ({"teacher_sample_adv_weight": 0.0, "teacher_sample_sft_coeff": 1.0}, "teacher_sample_adv_weight=0 draws none"),
+    ({"teacher_sample_sft_coeff": -1.0}, "teacher_sample_sft_coeff=-1.0: must be >= 0"),
     ({"analyzer": "none"}, "needs an analyzer"),
     ({"step_skill_adv_weight": 0.0}, "step_skill_adv_weight=0 routes none"),
     ({"step_skill_adv_weight": 0.0, "episode_skill_adv_weight": 0.0, "teacher_sample_rows": "routed"},
      "both skill weights are 0"),
 ])
 def test_settings_that_would_route_no_teacher_sample_are_refused(over, says):
-    with pytest.raises(ValueError, match=says):
-        tiny_config(teacher_sample_adv_weight=1.0, **over).validate()
-    tiny_config(teacher_sample_adv_weight=0.0, **over).validate()  # off: nothing to refuse
+    with pytest.raises(ValueError, match=re.escape(says)):
+        tiny_config(**{"teacher_sample_adv_weight": 1.0, **over}).validate()
+    if "teacher_sample_sft_coeff" not in over:
+        tiny_config(**{**over, "teacher_sample_adv_weight": 0.0}).validate()  # off: nothing to refuse
