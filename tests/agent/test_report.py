@@ -383,3 +383,22 @@ def test_take_errors_split_what_the_policy_did_where_the_expert_takes(tmp_path):
     (tmp_path / "episodes.jsonl").write_text(json.dumps(ep) + "\n")
     assert te.main([str(tmp_path), "--json", str(tmp_path / "t.json")]) == 0
     assert json.loads((tmp_path / "t.json").read_text()) == {"student": te.take_outcomes([ep])}
+
+
+def test_repeats_count_commands_equal_to_the_step_before(tmp_path):
+    """bench/repeats.py: a step repeats when its command equals the previous one (whitespace aside); an episode
+    counts when it holds 3 equal commands in a row; the teacher's file is read when opid-eval wrote one."""
+    rp = _bench("repeats")
+    loop = {"actions": ["go to drawer 1", "go to  drawer 1", "go to drawer 1", "open drawer 1", "open drawer 1"]}
+    fine = {"actions": ["go to desk 1", "take pen 1 from desk 1", "go to desk 1", "go to shelf 1"]}
+    got = rp.repeat_stats([loop, fine])
+    assert (got["steps"], got["repeat_steps"], got["repeat_step_pct"]) == (9, 3, 33.3)
+    assert got["episodes_with_run_pct"] == 50.0 and got["repeats_by_kind"] == {"go to": 2, "open": 1}
+    assert rp.repeat_stats([{"actions": []}])["repeat_step_pct"] == 0.0
+    (tmp_path / "episodes.jsonl").write_text(json.dumps(loop) + "\n")
+    (tmp_path / "teacher_episodes.jsonl").write_text(json.dumps(fine) + "\n")
+    assert rp.main([str(tmp_path), "--json", str(tmp_path / "r.json")]) == 0
+    assert json.loads((tmp_path / "r.json").read_text()) == {"student": rp.repeat_stats([loop]),
+                                                             "teacher": rp.repeat_stats([fine])}
+    with pytest.raises(SystemExit, match="no episodes.jsonl"):
+        rp.main([str(tmp_path / "empty")])
