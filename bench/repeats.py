@@ -16,6 +16,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from opid_rllib.eval.panel import read_plays
 from opid_rllib.eval.table import command_kind
 
 
@@ -45,18 +46,14 @@ def main(argv=None) -> int:
     ap.add_argument("folder", help="an opid-eval --output folder")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    out = {}
-    for role, name in (("student", "episodes.jsonl"), ("teacher", "teacher_episodes.jsonl")):
-        path = Path(args.folder) / name
-        if path.exists():
-            eps = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-            out[role] = c = repeat_stats(eps)
-            kinds = ", ".join(f"{k} {v}" for k, v in c["repeats_by_kind"].items())
-            print(f"{role}: {c['steps']} steps in {c['episodes']} episodes; {c['repeat_step_pct']} % repeat the "
-                  f"command before ({kinds}); {c['episodes_with_run_pct']} % of episodes have 3+ equal commands "
-                  "in a row")
-    if not out:
+    plays = read_plays(args.folder)
+    if not plays:
         raise SystemExit(f"{args.folder}: no episodes.jsonl (write one with opid-eval --output DIR)")
+    out = {role: repeat_stats(eps) for role, eps in plays.items()}
+    for role, c in out.items():
+        kinds = ", ".join(f"{k} {v}" for k, v in c["repeats_by_kind"].items())
+        print(f"{role}: {c['steps']} steps in {c['episodes']} episodes; {c['repeat_step_pct']} % repeat the command "
+              f"before ({kinds}); {c['episodes_with_run_pct']} % of episodes have 3+ equal commands in a row")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     return 0

@@ -15,6 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
+from opid_rllib.eval.panel import read_plays
 from opid_rllib.eval.table import command_kind
 
 
@@ -45,16 +46,12 @@ def main(argv=None) -> int:
     ap.add_argument("folder", help="an opid-eval --output folder")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    out = {}
-    for role, name in (("student", "episodes.jsonl"), ("teacher", "teacher_episodes.jsonl")):
-        path = Path(args.folder) / name
-        if path.exists():
-            eps = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-            out[role] = c = take_outcomes(eps)
-            n = max(1, c["take_states"])
-            print(f"{role}: {c['take_states']} steps where the expert takes; same command {100 * c['same'] / n:.1f} %, "
-                  f"a take of the same class (other number or place) {100 * c['same_class'] / n:.1f} %, of another "
-                  f"class {100 * c['other_class'] / n:.1f} %, another command {100 * c['other_kind'] / n:.1f} %")
+    out = {role: take_outcomes(eps) for role, eps in read_plays(args.folder).items()}
+    for role, c in out.items():
+        n = max(1, c["take_states"])
+        print(f"{role}: {c['take_states']} steps where the expert takes; same command {100 * c['same'] / n:.1f} %, "
+              f"a take of the same class (other number or place) {100 * c['same_class'] / n:.1f} %, of another "
+              f"class {100 * c['other_class'] / n:.1f} %, another command {100 * c['other_kind'] / n:.1f} %")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     return 0

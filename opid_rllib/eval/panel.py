@@ -313,13 +313,17 @@ def default_output_dir(panel_name: str, root: str | os.PathLike = "outputs/eval"
     return out
 
 
+# (results key, file name, role) of the episode records write_results writes and read_plays reads.
+EPISODE_FILES = (("episodes", "episodes.jsonl", "student"), ("teacher_episodes", "teacher_episodes.jsonl", "teacher"))
+
+
 def write_results(results: Mapping[str, Any], out_dir: str | os.PathLike) -> Path:
     """DIR/results.json (everything but the episodes) and DIR/episodes.jsonl (one line per episode)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = {k: v for k, v in results.items() if k not in ("episodes", "teacher_episodes")}
     (out / "results.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
-    for key, name in (("episodes", "episodes.jsonl"), ("teacher_episodes", "teacher_episodes.jsonl")):
+    for key, name, _ in EPISODE_FILES:
         if key in results:
             with open(out / name, "w") as f:
                 for r in results[key]:
@@ -332,5 +336,11 @@ def read_episodes(path: str | os.PathLike) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-__all__: Iterable[str] = ("evaluate", "write_results", "play_tasks", "load_panel", "build_eval_config",
+def read_plays(out_dir: str | os.PathLike) -> dict[str, list[dict[str, Any]]]:
+    """The episode records an opid-eval --output DIR holds, by role: "student", and "teacher" after --skills oracle."""
+    return {role: read_episodes(Path(out_dir) / name) for _, name, role in EPISODE_FILES
+            if (Path(out_dir) / name).exists()}
+
+
+__all__: Iterable[str] = ("evaluate", "write_results", "read_plays", "play_tasks", "load_panel", "build_eval_config",
                           "default_output_dir", "EvalError")

@@ -89,6 +89,9 @@ def test_results_and_episodes_files(runs):
     assert t["format_valid_pct"] == pytest.approx(100.0 * fv / steps, abs=0.01)
     assert t["success_pct"]["All"] == pytest.approx(100.0 * sum(e["won"] for e in eps) / 3, abs=0.01)
     assert res["timing"]["wall_s"] > 0 and "episodes" not in res
+    from opid_rllib.eval.panel import read_plays
+
+    assert read_plays(d) == {"student": eps}  # no teacher play without --skills oracle
 
 
 def test_fixed_seed_is_deterministic(runs):
@@ -230,6 +233,9 @@ def test_oracle_skills_print_student_teacher_and_headroom(tmp_path):
     teacher = [json.loads(x) for x in (tmp_path / "teacher_episodes.jsonl").read_text().splitlines() if x.strip()]
     assert len(teacher) == 2 and all(e["length"] >= 1 for e in teacher)
     assert "teacher_episodes" not in res
+    from opid_rllib.eval.panel import read_episodes, read_plays
+
+    assert read_plays(tmp_path) == {"student": read_episodes(tmp_path / "episodes.jsonl"), "teacher": teacher}
 
 
 def test_env_kwargs_choose_whose_command_the_oracle_names(tmp_path):
