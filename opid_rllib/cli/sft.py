@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--deviation-prob", type=float, default=0.0,
                     help="per-step chance of a random wrong command before the expert's (recovery states, "
                          "DAgger-style; not demonstrated, only history). Default 0")
+    ap.add_argument("--deviation-repeat-prob", type=float, default=0.0,
+                    help="share of those deviations that repeat the previous command instead (in ALFWorld a no-op, "
+                         "'Nothing happens.': the loop a cloned student falls into). Default 0")
     ap.add_argument("--response-style", choices=("reasoned", "action"), default="reasoned",
                     help="target responses: 'reasoned' (short reasoning + command) or 'action' (empty think block + "
                          "command: a third of the tokens to generate; ALFWorld/WebShop)")
@@ -162,6 +165,7 @@ def run(args) -> dict:
                 args.env, split=args.split, num_tasks=args.tasks, history_length=args.history_length,
                 max_steps=args.max_steps, seed=args.seed, skill_fraction=args.skill_fraction, env_kwargs=env_kwargs,
                 stats=cstats, step_skill_wording=args.step_skill_wording, deviation_prob=args.deviation_prob,
+                deviation_repeat_prob=args.deviation_repeat_prob,
                 response_style=args.response_style, hint_follow_prob=args.hint_follow_prob,
                 demonstrator=args.demonstrator,
                 progress=Progress(args.tasks, prefix=f"[opid-sft] {args.demonstrator}", unit="game",
@@ -213,7 +217,8 @@ def run(args) -> dict:
                   "policy_states": pstats, "policy_tasks": args.policy_tasks,
                   "history_length": args.history_length, "max_steps": args.max_steps,
                   "skill_fraction": args.skill_fraction, "step_skill_wording": args.step_skill_wording,
-                  "deviation_prob": args.deviation_prob, "enable_thinking": bool(args.enable_thinking),
+                  "deviation_prob": args.deviation_prob, "deviation_repeat_prob": args.deviation_repeat_prob,
+                  "enable_thinking": bool(args.enable_thinking),
                   "response_style": args.response_style, "hint_follow_prob": args.hint_follow_prob,
                   "demonstrator": args.demonstrator, "collect_seconds": collect_s,
                   "wall_seconds": time.perf_counter() - t0})

@@ -62,7 +62,7 @@ def select_task_ids(all_ids: Sequence[str], num_tasks: int, seed: int | None) ->
 
 def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] | None = None,
           deviation_prob: float = 0.0, rng: np.random.Generator | None = None,
-          response_style: str = "reasoned", demonstrator=None) -> dict[str, Any] | None:
+          response_style: str = "reasoned", demonstrator=None, repeat_prob: float = 0.0) -> dict[str, Any] | None:
     """Play from reset with the runner's bookkeeping; None unless the episode is won.
 
     plan=None follows the live expert (expert_actions[0] at every step); a fixed `plan` is played
@@ -71,6 +71,8 @@ def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] 
     deviation_prob > 0 (live expert only, DAgger-style recovery states): before a step, with that
     probability, a random admissible non-expert command is played first; it is no demonstration, only
     history, so the next demonstrated step is the expert's recovery from where a policy would stray.
+    repeat_prob > 0: that share of the deviations repeats the previous command instead, which in ALFWorld
+    changes nothing ("Nothing happens."): the loop a cloned student falls into, and its way out.
     demonstrator (live play only): its `act` replaces the expert's plan (envs.make_demonstrator).
     """
     obs, info = env.reset(options={"task_id": task_id})
@@ -90,7 +92,10 @@ def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] 
             return None
         if plan is None and deviation_prob > 0 and rng is not None and rng.random() < deviation_prob \
                 and len(history) + 2 < max_steps:
-            wrong = wrong_action(info.get("admissible_actions", []), todo[0], rng)
+            if repeat_prob > 0 and history and rng.random() < repeat_prob:
+                wrong = history[-1][1]
+            else:
+                wrong = wrong_action(info.get("admissible_actions", []), todo[0], rng)
             if wrong is not None:
                 prev_obs = obs
                 obs, _, term, trunc, info = env.step(wrong)
@@ -126,7 +131,8 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
                            env_kwargs: dict | None = None, task_ids: Sequence[str] | None = None,
                            stats: dict | None = None, progress=None, step_skill_wording: str = "plain",
                            deviation_prob: float = 0.0, response_style: str = "reasoned",
-                           hint_follow_prob: float = 0.0, demonstrator: str = "expert") -> list[Demo]:
+                           hint_follow_prob: float = 0.0, demonstrator: str = "expert",
+                           deviation_repeat_prob: float = 0.0) -> list[Demo]:
     """Expert demonstrations on `num_tasks` tasks of `split` (a seeded sample; seed=None: the first
     ones; `task_ids` overrides the choice). Only episodes the expert won are kept.
 
@@ -143,7 +149,8 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
     (analyzer.hindsight.oracle_step_skill), two thirds of them "At this point, X instead of 'Y'." with
     Y a random admissible command, so the policy learns to follow X named next to a wrong Y exactly
     as skills are written at RL time; "plain": "At this point, X." only. deviation_prob: recovery
-    states (see `_play`). response_style: see `expert_response`.
+    states (see `_play`); deviation_repeat_prob: the share of them that repeat the previous command (`_play`'s
+    repeat_prob). response_style: see `expert_response`.
 
     hint_follow_prob > 0 (the auxiliary hint-following objective): each demonstrated step, with that
     probability, also yields one extra sample whose step skill, in the analyzer's wording, names a
@@ -157,6 +164,11 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
         raise ValueError(f"step_skill_wording={step_skill_wording!r}: must be 'plain' or 'analyzer'")
     if not 0.0 <= float(deviation_prob) < 1.0:
         raise ValueError(f"deviation_prob={deviation_prob}: must be in [0, 1)")
+    if not 0.0 <= float(deviation_repeat_prob) <= 1.0:
+        raise ValueError(f"deviation_repeat_prob={deviation_repeat_prob}: must be in [0, 1]")
+    if float(deviation_repeat_prob) > 0 and not float(deviation_prob) > 0:
+        raise ValueError(f"deviation_repeat_prob={deviation_repeat_prob}: a share of the deviations, and "
+                         "deviation_prob=0 makes none; set deviation_prob > 0")
     if not 0.0 <= float(hint_follow_prob) <= 1.0:
         raise ValueError(f"hint_follow_prob={hint_follow_prob}: must be in [0, 1]")
     if response_style not in RESPONSE_STYLES:
@@ -189,7 +201,8 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
                 progress(n_done, won=counts["episodes_won"])
             try:
                 ep = _play(env, name, task_id, int(max_steps), deviation_prob=float(deviation_prob), rng=rng,
-                           response_style=response_style, demonstrator=player)
+                           response_style=response_style, demonstrator=player,
+                           repeat_prob=float(deviation_repeat_prob))
             except Exception:  # a crashing game must not end the collection (the runner does the same)
                 counts["env_errors"] += 1
                 env = _rebuild(env, envs_pkg, name, kw)

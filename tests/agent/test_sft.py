@@ -540,3 +540,38 @@ def test_hint_commands_are_drawn_verb_first():
     assert "go to cabinet 3" not in draws and "help" not in draws and "search[<your query>]" not in draws
     assert 0.2 < draws.count("take book 1 from sofa 1") / len(draws) < 0.5  # 1 of 3 verbs, not 1 of 11 commands
     assert _hint_action(["go to cabinet 3", "help"], "go to cabinet 3", rng) is None
+
+
+def test_repeat_deviations_show_the_no_op_loop_and_the_way_out():
+    """deviation_repeat_prob: that share of the deviations repeats the previous command, which in ALFWorld
+    answers 'Nothing happens.' (a random admissible deviation never does); the demonstrated command after it
+    is the demonstrator's, never the repeat. Off (0), the same collection holds no such state."""
+    import re
+
+    entry = re.compile(r"\[Observation \d+: '(.*?)', Action \d+: '([^']*)'\]", re.S)
+
+    def histories(**kw):
+        demos = collect_demonstrations("alfworld", num_tasks=3, history_length=30, max_steps=30, seed=1,
+                                       skill_fraction=0.0, deviation_prob=0.3, demonstrator="sweep",
+                                       response_style="action", **kw)
+        assert demos
+        return demos, [entry.findall(d.base_prompt) for d in demos]
+
+    demos, hist = histories(deviation_repeat_prob=1.0)
+    no_ops = 0
+    for d, h in zip(demos, hist):
+        for k in range(1, len(h)):
+            if h[k][0].startswith("Nothing happens"):
+                no_ops += 1
+                assert h[k - 1][1] == h[k - 2][1] if k >= 2 else False  # the command before was a repeat
+        if h and h[-1][0].startswith("Nothing happens"):
+            assert d.action != h[-1][1]  # the way out: not the repeated command again
+    assert no_ops > 0
+    _, plain = histories()
+    assert not any(obs.startswith("Nothing happens") for h in plain for obs, _ in h)
+    with pytest.raises(ValueError, match="deviation_repeat_prob=0.5: .* set deviation_prob > 0"):
+        collect_demonstrations("alfworld", num_tasks=1, history_length=2, max_steps=30, seed=0,
+                               deviation_repeat_prob=0.5)
+    with pytest.raises(ValueError, match=r"deviation_repeat_prob=1.5: must be in \[0, 1\]"):
+        collect_demonstrations("alfworld", num_tasks=1, history_length=2, max_steps=30, seed=0, deviation_prob=0.1,
+                               deviation_repeat_prob=1.5)
