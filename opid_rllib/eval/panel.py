@@ -321,7 +321,7 @@ def write_results(results: Mapping[str, Any], out_dir: str | os.PathLike) -> Pat
     """DIR/results.json (everything but the episodes) and DIR/episodes.jsonl (one line per episode)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    summary = {k: v for k, v in results.items() if k not in ("episodes", "teacher_episodes")}
+    summary = {k: v for k, v in results.items() if k not in {key for key, _, _ in EPISODE_FILES}}
     (out / "results.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
     for key, name, _ in EPISODE_FILES:
         if key in results:
