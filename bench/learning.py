@@ -60,7 +60,7 @@ def parse_variant(spec: str) -> tuple[str, dict]:
             try:
                 value = int(val) if val.lstrip("-").isdigit() else float(val)
             except ValueError:
-                raise SystemExit(f"--variants: {item!r}: value must be a number or true/false") from None
+                value = val  # a word: OPIDConfig.validate names the field if it is not one of its choices
         if key.startswith("analyzer."):
             over.setdefault("analyzer_config", {})[key[len("analyzer."):]] = value
             continue

@@ -34,7 +34,8 @@ from opid_rllib.advantages import OUTCOME_MODES
 from opid_rllib.analyzer.base import ANALYZER_CHOICES
 from opid_rllib.connectors.teacher_samples import TEACHER_SAMPLE_ROWS
 from opid_rllib.generation.base import BACKENDS
-from opid_rllib.groups import attach_outcome_advantages, shard_by_group, shuffle_skills_across_tasks
+from opid_rllib.groups import (INVALID_ACTION_SOURCES, attach_outcome_advantages, shard_by_group,
+                               shuffle_skills_across_tasks)
 from opid_rllib.routing import ROUTING_MODES
 
 # Typed OPID settings: name -> (default, type). Defaults follow the reference's scripts
@@ -54,6 +55,8 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     # advantage
     "outcome_adv_norm": ("mean_std", str), "outcome_adv_weight": (1.0, float),
     "invalid_action_penalty": (0.1, float), "episode_skill_adv_weight": (0.001, float),
+    # What the penalty counts as invalid: "format" (the reference) or "env" (also commands the env rejected).
+    "invalid_action_source": ("format", str),
     "step_skill_adv_weight": (0.001, float), "skill_routing": ("critical_first", str),
     "normalize_teacher_adv": (False, bool), "clip_teacher_adv": (None, float),
     # None = auto: recompute log pi_old on the learner only when the sampler is not our own HF
@@ -145,6 +148,8 @@ class OPIDConfig(AlgorithmConfig):
                 errors.append(f"{k}={v!r}: expected {typ.__name__}")
         checks = [
             ("outcome_adv_norm", self.outcome_adv_norm in OUTCOME_MODES, f"one of {OUTCOME_MODES}"),
+            ("invalid_action_source", self.invalid_action_source in INVALID_ACTION_SOURCES,
+             f"one of {INVALID_ACTION_SOURCES}"),
             ("skill_routing", self.skill_routing in ROUTING_MODES, f"one of {ROUTING_MODES}"),
             ("analyzer", self.analyzer in ANALYZERS, f"one of {ANALYZERS}"),
             ("group_size", isinstance(self.group_size, int) and self.group_size >= 1, "an int >= 1 (8 in the paper)"),
@@ -336,7 +341,8 @@ class OPID(Algorithm):
         return [e for eps in results for e in eps], metrics
 
     def _attach_outcome_advantages(self, episodes) -> None:
-        attach_outcome_advantages(episodes, self.config.invalid_action_penalty, self.config.outcome_adv_norm)
+        attach_outcome_advantages(episodes, self.config.invalid_action_penalty, self.config.outcome_adv_norm,
+                                  self.config.invalid_action_source)
 
     def _training_data(self, episodes) -> TrainingData:
         n = max(1, self.config.num_learners)

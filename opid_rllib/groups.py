@@ -13,15 +13,28 @@ from opid_rllib.advantages import outcome_advantage, step_scores
 from opid_rllib.routing import shuffled_skill_donors
 
 
-def attach_outcome_advantages(episodes, invalid_action_penalty: float, mode: str) -> None:
+INVALID_ACTION_SOURCES = ("format", "env")
+
+
+def step_validity(ep, source: str = "format") -> np.ndarray:
+    """valid_i per step: the response's format ("format", the reference's is_action_valid), and with "env" also
+    the env's acceptance of the command (info["action_valid"] after the step; ALFWorld's "Nothing happens.")."""
+    valid = np.asarray(ep.get_extra_model_outputs("format_valid"), bool)
+    if source == "env":
+        after = ep.get_infos()[1:]  # infos[0] is the reset's
+        valid = valid & np.array([bool(i.get("action_valid", True)) for i in after], bool)[: len(valid)]
+    return valid
+
+
+def attach_outcome_advantages(episodes, invalid_action_penalty: float, mode: str, source: str = "format") -> None:
     """A_out per step-sample into `custom_data["opid"]["outcome_adv"]`.
 
-    S_i = R - penalty * (1 - valid_i); the group mean (and std) run over ALL step-samples of the
-    group, as the reference does (`compute_mean_std_cross_steps=True`)."""
+    S_i = R - penalty * (1 - valid_i) (valid_i: `step_validity`); the group mean (and std) run over ALL
+    step-samples of the group, as the reference does (`compute_mean_std_cross_steps=True`)."""
     scores, groups, owners = [], [], []
     for k, ep in enumerate(episodes):
         meta = ep.custom_data["opid"]
-        valid = np.asarray(ep.get_extra_model_outputs("format_valid"), bool)
+        valid = step_validity(ep, source)
         scores.append(step_scores(float(sum(ep.get_rewards())), valid, invalid_action_penalty))
         groups += [meta["group_id"]] * len(ep)
         owners += [k] * len(ep)

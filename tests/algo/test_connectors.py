@@ -298,3 +298,43 @@ def test_shuffled_skills_control_on_real_rollouts(setup):
                                                           w_ep=cfg.episode_skill_adv_weight,
                                                           w_step=cfg.step_skill_adv_weight)["routed"]]
     assert dumped == trained and any(trained)
+
+
+def _alfworld_episode(commands, group_id="g"):
+    """A real ALFWorld game played with `commands` (each a well-formed response), as the runner records it."""
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    import envs
+
+    env = envs.make("alfworld", split="train", max_steps=30)
+    obs, info = env.reset(options={"task_id": env.task_ids()[0]})
+    ep = SingleAgentEpisode(observations=[obs], infos=[info])
+    for cmd in commands:
+        obs, r, term, trunc, info = env.step(cmd)
+        ep.add_env_step(observation=obs, action=cmd, reward=r, infos=info, terminated=term, truncated=trunc,
+                        extra_model_outputs={"format_valid": True})
+    ep.custom_data["opid"] = {"group_id": group_id}
+    return env, ep
+
+
+def test_env_rejected_commands_are_invalid_only_when_asked():
+    """invalid_action_source='env': a well-formed command the game rejects ('Nothing happens.') is invalid for
+    the penalty; 'format' (the reference, the default) counts the response's format only."""
+    from opid_rllib.groups import step_validity
+
+    env, _ = _alfworld_episode([])
+    here = next(a for a in env._admissible() if a.startswith("go to "))
+    _, ep = _alfworld_episode([here, here, "look"])  # the second 'go to' goes where the player stands
+    assert ep.get_observations()[2] == "Nothing happens."
+    assert step_validity(ep, "format").tolist() == [True, True, True]
+    assert step_validity(ep, "env").tolist() == [True, False, True]
+    _, other = _alfworld_episode([here, "look", "look"])
+    for source, want_differ in (("format", False), ("env", True)):
+        eps = [copy.deepcopy(ep), copy.deepcopy(other)]
+        attach_outcome_advantages(eps, 0.1, "mean_std", source)
+        adv = [e.custom_data["opid"]["outcome_adv"] for e in eps]
+        assert (len(set(adv[0] + adv[1])) > 1) == want_differ  # R = 0 everywhere: only the penalty differs
+        if want_differ:
+            assert adv[0][1] < 0 < adv[0][0]  # the rejected step is pushed down, the rest up
+    with pytest.raises(ValueError, match="invalid_action_source='both'"):
+        tiny_config(invalid_action_source="both").validate()
