@@ -60,7 +60,11 @@ def parse_variant(spec: str) -> tuple[str, dict]:
             try:
                 value = int(val) if val.lstrip("-").isdigit() else float(val)
             except ValueError:
-                value = val  # a word: OPIDConfig.validate names the field if it is not one of its choices
+                from opid_rllib.algorithm import OPID_DEFAULTS
+
+                if key.startswith("analyzer.") or OPID_DEFAULTS.get(key, (None, None))[1] is not str:
+                    raise SystemExit(f"--variants: {item!r}: value must be a number or true/false") from None
+                value = val  # a word setting (e.g. invalid_action_source=env); OPIDConfig names a bad choice
         if key.startswith("analyzer."):
             over.setdefault("analyzer_config", {})[key[len("analyzer."):]] = value
             continue

@@ -335,6 +335,9 @@ def test_learning_variants_take_analyzer_options():
     name, over = learning.parse_variant("opid:w_step=1+analyzer.on_plan_step_skills=3+w_ep=0")
     assert name == "opid" and over == {"step_skill_adv_weight": 1, "episode_skill_adv_weight": 0,
                                        "analyzer_config": {"on_plan_step_skills": 3}}
+    assert learning.parse_variant("grpo:invalid_action_source=env") == ("grpo", {"invalid_action_source": "env"})
+    with pytest.raises(SystemExit, match="'w=abc': value must be a number"):
+        learning.parse_variant("opid:w=abc")  # a numeric setting keeps refusing words before any run starts
 
 
 def test_learning_results_say_what_the_runs_cost_even_from_the_cache():
