@@ -9,7 +9,20 @@ Pure functions: unit-testable without Ray.
 
 from __future__ import annotations
 
+import itertools
 import math
+
+
+def searched_keys(cfg) -> list[str]:
+    """Config fields set to a Tune grid (`tune.grid_search(...)`); none for a plain config."""
+    return [k for k, v in vars(cfg).items() if isinstance(v, dict) and "grid_search" in v]
+
+
+def grid_points(cfg) -> list[dict]:
+    """The sweep's points ({key: value} per combination of the grids), or [{}] for a plain config."""
+    keys = searched_keys(cfg)
+    grids = [getattr(cfg, k)["grid_search"] for k in keys]
+    return [dict(zip(keys, combo)) for combo in itertools.product(*grids)]
 
 
 def trial_score(history: list[float]) -> float:

@@ -16,6 +16,7 @@ import time
 from opid_rllib.cli import json_object_arg
 from opid_rllib.cli.run_log import jsonable_result, write_tensorboard
 from opid_rllib.presets import CPU_TINY, PRESETS, apply_preset, model_default
+from opid_rllib.sweep_select import grid_points, searched_keys
 
 # What the progress table shows while a run is going.
 PROGRESS_COLUMNS = {
@@ -247,7 +248,7 @@ def check_config(cfg) -> str | None:
             resolve_model_path(cfg.llm_model)  # builds/caches 'tiny' once, as the actors would
         except EvalError as e:
             return str(e)
-    for point in _grid_points(cfg):  # a sweep: every point, or Tune would fail on the bad one, Ray started
+    for point in grid_points(cfg):  # a sweep: every point, or Tune would fail on the bad one, Ray started
         probe = cfg.copy(copy_frozen=False)
         for k, v in point.items():
             setattr(probe, k, v)
@@ -323,10 +324,10 @@ def run_experiment(cfg, args=None) -> int:
         for r in grid:
             print(f"trial {r.path}: success_rate={_get(r.metrics, 'opid/success_rate')} "
                   f"checkpoint={r.checkpoint.path if r.checkpoint else None}")
-        if _has_search_space(cfg):
+        if searched_keys(cfg):
             from opid_rllib.sweep_panel import write_selection
 
-            write_selection(grid, _searched_keys(cfg), output, panel=args.select_panel,
+            write_selection(grid, searched_keys(cfg), output, panel=args.select_panel,
                             episodes=args.select_episodes, max_steps=args.select_max_steps)
         return 1 if errors else 0
     finally:
@@ -368,25 +369,7 @@ def _selection_error(cfg, args) -> str | None:
     from opid_rllib.sweep_panel import selection_args_error
 
     return selection_args_error(getattr(args, "select_panel", None), getattr(args, "select_episodes", None),
-                                getattr(args, "select_max_steps", None), is_sweep=_has_search_space(cfg), env=cfg.env)
-
-
-def _searched_keys(cfg) -> list[str]:
-    """Config fields set to a Tune grid (`tune.grid_search(...)`)."""
-    return [k for k, v in vars(cfg).items() if isinstance(v, dict) and "grid_search" in v]
-
-
-def _grid_points(cfg) -> list[dict]:
-    """The sweep's points ({key: value} per combination of the grids), or [{}] for a plain config."""
-    import itertools
-
-    keys = _searched_keys(cfg)
-    grids = [getattr(cfg, k)["grid_search"] for k in keys]
-    return [dict(zip(keys, combo)) for combo in itertools.product(*grids)]
-
-
-def _has_search_space(cfg) -> bool:
-    return bool(_searched_keys(cfg))
+                                getattr(args, "select_max_steps", None), is_sweep=bool(searched_keys(cfg)), env=cfg.env)
 
 
 def _get(d, path, default=float("nan")):

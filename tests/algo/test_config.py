@@ -57,13 +57,13 @@ def test_tuned_examples_build_valid_configs():
     import os
     import runpy
 
-    from opid_rllib.cli.train import _has_search_space
+    from opid_rllib.sweep_select import searched_keys
 
     files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "tuned_examples", "[!_]*.py")))
     assert len(files) >= 6
     for f in files:
         cfg = runpy.run_path(f, run_name="tuned_example")["config"]
-        if not _has_search_space(cfg):
+        if not searched_keys(cfg):
             cfg.validate()
         assert cfg.env in ("alfworld", "webshop", "searchqa")
 

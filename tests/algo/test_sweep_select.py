@@ -28,3 +28,19 @@ def test_all_zero_sweep_is_a_tie_not_a_selection():
     assert "3 points tie" in ranking_text(sel)
     none = rank_trials([{"params": {"w": 1}, "history": []}])
     assert none["best"] is None and "nothing selected" in ranking_text(none)
+
+
+def test_grid_points_are_every_combination_of_the_grids():
+    from ray import tune
+
+    from opid_rllib.sweep_select import grid_points, searched_keys
+    from tests.algo.helpers import tiny_config
+
+    plain = tiny_config()
+    assert searched_keys(plain) == [] and grid_points(plain) == [{}]
+    cfg = tiny_config(episode_skill_adv_weight=tune.grid_search([0.0, 0.1]),
+                      step_skill_adv_weight=tune.grid_search([0.3, 1.0, 3.0]))
+    assert sorted(searched_keys(cfg)) == ["episode_skill_adv_weight", "step_skill_adv_weight"]
+    points = grid_points(cfg)
+    assert len(points) == 6 and {(p["episode_skill_adv_weight"], p["step_skill_adv_weight"]) for p in points} == \
+        {(e, s) for e in (0.0, 0.1) for s in (0.3, 1.0, 3.0)}

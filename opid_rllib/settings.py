@@ -1,0 +1,62 @@
+"""OPIDConfig's typed settings: every OPID-specific name with its default and type, in one table.
+
+Why a module of its own: the presets, the CLIs, the benches and OPIDConfig itself read this table (unknown
+names are refused against it), and it is data, not the algorithm.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opid_rllib.analyzer.base import ANALYZER_CHOICES
+
+# Typed OPID settings: name -> (default, type). Defaults follow the reference's scripts
+# (opid_reference.md sections 5-6); the CPU examples in tuned_examples/ shrink sizes.
+OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
+    # LLM / rollout
+    "llm_model": ("tiny", str), "dtype": ("float32", str), "generation_backend": ("hf", str),
+    "backend_kwargs": ({}, dict), "max_new_tokens": (512, int), "max_prompt_len": (2048, int),
+    "temperature": (1.0, float), "top_p": (1.0, float), "eval_temperature": (0.4, float),
+    "history_length": (5, int), "max_steps": (30, int), "enable_thinking": (False, bool),
+    "gradient_checkpointing": (False, bool), "score_micro_batch_size": (8, int),
+    "torch_threads": (None, int),
+    # LoRA adapters (peft): None, or {"r": 16, "alpha": 32, "target_modules": [...], "dropout": 0.0}.
+    "lora": (None, dict),
+    # groups
+    "group_size": (8, int), "tasks_per_iter": (16, int), "train_task_fraction": (1.0, float),
+    # advantage
+    "outcome_adv_norm": ("mean_std", str), "outcome_adv_weight": (1.0, float),
+    "invalid_action_penalty": (0.1, float),
+    # What the penalty counts as invalid: "format" (the reference) or "env" (also commands the env rejected).
+    "invalid_action_source": ("format", str),
+    "episode_skill_adv_weight": (0.001, float), "step_skill_adv_weight": (0.001, float),
+    "skill_routing": ("critical_first", str),
+    "normalize_teacher_adv": (False, bool), "clip_teacher_adv": (None, float),
+    # None = auto: recompute log pi_old on the learner only when the sampler is not our own HF
+    # forward (vLLM kernels differ); HF sampling log-probs equal the learner's within 1e-4 (tested).
+    "recompute_old_logp": (None, bool), "skills_in_rollout_prompt": (False, bool),
+    # The shuffled-skills control: every trajectory is re-scored with the skills written for a
+    # trajectory of another task (routing.shuffled_skill_donors), so Delta is prompt noise only.
+    "shuffle_skills": (False, bool),
+    "skill_adv_in_advantage": (True, bool),
+    # Teacher samples (connectors/teacher_samples.py, not in the paper): w_T > 0 adds, per skill-routed
+    # row, a response sampled under the skill prompt with advantage w_T * Delta_T.
+    "teacher_sample_adv_weight": (0.0, float), "teacher_sample_rows": ("step", str),
+    # c_T > 0 adds -c_T * log pi_theta(y_T | x) on those rows, outside the PPO clip (losses.py: the forward
+    # KL to the skill teacher on its own samples, as pi-Distill's teacher-sampled term).
+    "teacher_sample_sft_coeff": (0.0, float),
+    # loss
+    "clip_ratio_low": (0.2, float), "clip_ratio_high": (0.2, float), "dual_clip_c": (3.0, float),
+    "kl_coeff": (0.01, float), "entropy_coeff": (0.001, float), "opsd_loss_coeff": (0.0, float),
+    "micro_batch_size": (8, int), "weight_decay": (0.01, float),
+    # analyzer
+    "analyzer": ("hindsight", str), "analyzer_config": ({}, dict), "analyzer_num_workers": (8, int),
+    "max_step_skills_per_traj": (5, int), "failed_only": (False, bool), "dump_skills": (True, bool),
+    # Where skill dumps go (None: the trial directory Tune gives the algorithm).
+    "run_dir": (None, str),
+}
+ANALYZERS = (*ANALYZER_CHOICES, "none")  # "none": GRPO without analysis
+
+
+# RLlib's own training settings that presets, tuned examples and the benches may also set by name.
+RLLIB_TRAINING_KEYS = ("lr", "minibatch_size", "num_epochs", "grad_clip", "gamma")
