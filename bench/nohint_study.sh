@@ -46,5 +46,6 @@ A=(--base "$OUT/stage5" --env-config "$SWEEP" --variants "$VARIANTS" --seeds "$S
    --iters 6 --max-steps "$MAX_STEPS" --minibatch-size 32 --torch-threads 1 --lr 3e-4 --opid-variant "$T"
    --shuffled-variant "$T+shuffle_skills=true" --out "$OUT/learning$SUFFIX"
    --headroom-panel alfworld/valid_unseen@v1 --headroom-results "$OUT/headroom5/results.json")
-"$PY" bench/learning.py "${A[@]}" --shard 0/2 & "$PY" bench/learning.py "${A[@]}" --shard 1/2; wait
+# wait $!: shard 0's status (a bare wait returns 0 after its crash; set -e then stops the study)
+"$PY" bench/learning.py "${A[@]}" --shard 0/2 & "$PY" bench/learning.py "${A[@]}" --shard 1/2; wait $!
 "$PY" bench/learning.py "${A[@]}" --results "bench/results/learning_nohint$SUFFIX.json"

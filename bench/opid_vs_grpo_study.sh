@@ -79,7 +79,7 @@ A=(--base "$BASE" --variants "$VARIANTS" --seeds "$SEEDS" --iters "$ITERS" --max
 if [ "$SHARDS" = 2 ]; then
   "$PY" bench/learning.py "${A[@]}" --torch-threads 1 --shard 0/2 &
   "$PY" bench/learning.py "${A[@]}" --torch-threads 1 --shard 1/2
-  wait
+  wait $!  # shard 0 (a bare wait would return 0 after its crash)
 fi
 # one process on both cores (SHARDS=1); after two shards this call only reads their runs and writes the report
 "$PY" bench/learning.py "${A[@]}" --torch-threads $((3 - SHARDS)) ${RESULTS:+--results "$RESULTS"}

@@ -23,5 +23,6 @@ mkdir -p "$OUT"
 A=(--base "$OUT/base" --env-config "$SWEEP" --variants "grpo,$T" --seeds "$SEEDS" --iters 6 --max-steps 15
    --minibatch-size 32 --torch-threads 1 --lr 3e-4 --opid-variant "$T" --out "$OUT/learning"
    --headroom-panel alfworld/valid_unseen@v1 --headroom-results "$OUT/headroom/results.json")
-"$PY" bench/learning.py "${A[@]}" --shard 0/2 & "$PY" bench/learning.py "${A[@]}" --shard 1/2; wait
+# wait $!: shard 0's status (a bare wait returns 0 after its crash; set -e then stops the study)
+"$PY" bench/learning.py "${A[@]}" --shard 0/2 & "$PY" bench/learning.py "${A[@]}" --shard 1/2; wait $!
 "$PY" bench/learning.py "${A[@]}" --results bench/results/learning_sweep_expert.json

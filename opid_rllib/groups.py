@@ -13,16 +13,22 @@ from opid_rllib.advantages import outcome_advantage, step_scores
 from opid_rllib.routing import shuffled_skill_donors
 
 
-INVALID_ACTION_SOURCES = ("format", "env")
+INVALID_ACTION_SOURCES = ("format", "env", "repeat")
 
 
 def step_validity(ep, source: str = "format") -> np.ndarray:
-    """valid_i per step: the response's format ("format", the reference's is_action_valid), and with "env" also
-    the env's acceptance of the command (info["action_valid"] after the step; ALFWorld's "Nothing happens.")."""
+    """valid_i per step: the response's format ("format", the reference's is_action_valid); with "env" also
+    the env's acceptance of the command (info["action_valid"] after the step; ALFWorld's "Nothing happens.");
+    with "repeat" only a rejected command that repeats the previous step's (a no-op loop), so a failed first
+    'take' is not penalised: "env" taught the tiny policy never to take."""
     valid = np.asarray(ep.get_extra_model_outputs("format_valid"), bool)
-    if source == "env":
+    if source in ("env", "repeat"):
         after = ep.get_infos()[1:]  # infos[0] is the reset's
-        valid = valid & np.array([bool(i.get("action_valid", True)) for i in after], bool)[: len(valid)]
+        rejected = ~np.array([bool(i.get("action_valid", True)) for i in after], bool)[: len(valid)]
+        if source == "repeat":
+            actions = [str(a) for a in ep.get_actions()][: len(valid)]
+            rejected &= np.array([i > 0 and a == actions[i - 1] for i, a in enumerate(actions)], bool)
+        valid = valid & ~rejected
     return valid
 
 

@@ -27,7 +27,8 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     # advantage
     "outcome_adv_norm": ("mean_std", str), "outcome_adv_weight": (1.0, float),
     "invalid_action_penalty": (0.1, float),
-    # What the penalty counts as invalid: "format" (the reference) or "env" (also commands the env rejected).
+    # What the penalty counts as invalid: "format" (the reference), "env" (also commands the env rejected) or
+    # "repeat" (also a rejected command equal to the previous step's).
     "invalid_action_source": ("format", str),
     "episode_skill_adv_weight": (0.001, float), "step_skill_adv_weight": (0.001, float),
     "skill_routing": ("critical_first", str),

@@ -44,3 +44,25 @@ def test_study_drivers_refuse_a_setting_they_cannot_run_before_writing(script, e
     assert p.returncode == 2
     assert says in p.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("crashing_shard", ["0/2", "1/2"])
+def test_a_crashed_shard_stops_the_study_before_its_report(crashing_shard, tmp_path):
+    """The two `bench/learning.py --shard` processes run side by side; a bare `wait` returned 0 after the
+    background shard crashed. The interpreter here is a stand-in that logs its arguments and fails on one shard:
+    the driver's control flow is what is tested, not an hour of training."""
+    out = tmp_path / "out"
+    for sub, name in (("base", "config.json"), ("headroom", "results.json")):  # both already made: skipped
+        (out / sub).mkdir(parents=True)
+        (out / sub / name).write_text("{}")
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/bash\necho "$*" >> {log}\ncase "$*" in *"--shard {crashing_shard}"*) exit 7;; esac\n')
+    fake.chmod(0o755)
+    p = subprocess.run(["bash", str(ROOT / "bench" / "sweep_expert_study.sh"), str(out), "0"], capture_output=True,
+                       text=True, env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake)}, stdin=subprocess.DEVNULL,
+                       timeout=30, cwd=ROOT)
+    calls = log.read_text().splitlines()
+    assert p.returncode == 7, (p.returncode, p.stderr)
+    assert sorted(c.split("--shard ")[1] for c in calls) == ["0/2", "1/2"]  # both shards ran, then it stopped
+    assert not any("--results" in c for c in calls)

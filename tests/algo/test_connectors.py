@@ -336,5 +336,10 @@ def test_env_rejected_commands_are_invalid_only_when_asked():
         assert (len(set(adv[0] + adv[1])) > 1) == want_differ  # R = 0 everywhere: only the penalty differs
         if want_differ:
             assert adv[0][1] < 0 < adv[0][0]  # the rejected step is pushed down, the rest up
+    bad = "take nothing 1 from nowhere 1"  # rejected the first time too: 'repeat' penalises only its repeat
+    _, takes = _alfworld_episode([here, here, bad, bad])
+    assert takes.get_observations()[3:] == ["Nothing happens."] * 2
+    assert step_validity(takes, "env").tolist() == [True, False, False, False]
+    assert step_validity(takes, "repeat").tolist() == [True, False, True, False]
     with pytest.raises(ValueError, match="invalid_action_source='both'"):
         tiny_config(invalid_action_source="both").validate()
