@@ -1,0 +1,117 @@
+"""Every OPID-vs-GRPO comparison in bench/results/, one line per arm: the README's ledger of issue 13.
+
+Why: each learning study wrote its own results file (bench/learning.py --results), and the README quotes them
+in a dozen paragraphs. This reads them all and prints one markdown table: the base, its skill headroom where
+the study measured it (student and oracle-skill teacher, All %), GRPO's All %, and per arm its All %, the
+paired difference to GRPO (mean and per seed: same seed, same base) and the difference in agreement with the
+env expert's next command.
+
+    python bench/comparisons.py [RESULTS_FILE ...]     # default: bench/results/learning*.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+# T, the teacher-samples arm most studies ran, written out in every variant name: shortened for the table.
+T_SETTINGS = "w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1"
+_SHORT = (("opid:" + T_SETTINGS, "T"), ("opid_shuffled:" + T_SETTINGS, "T+shuffle_skills=true"),
+          ("analyzer.on_plan_step_skills", "on_plan"), ("normalize_teacher_adv=true", "centred"),
+          ("teacher_sample_adv_weight", "w_T"), ("teacher_sample_sft_coeff", "c_T"))
+
+
+def short_label(variant: str) -> str:
+    if variant == "opid":
+        return "opid (reference weights, 0.001 each)"
+    for long, short in _SHORT:
+        variant = variant.replace(long, short)
+    return variant
+
+
+def _base_of(command: str) -> str:
+    m = re.search(r"--base (\S+)", command or "")
+    return "/".join(Path(m.group(1)).parts[-2:]) if m else "?"
+
+
+def _all(per_seed: dict, variant: str) -> dict[str, float]:
+    return {s: t["All"] for s, t in per_seed.get(variant, {}).items() if t.get("All") is not None}
+
+
+def rows_of(name: str, res: dict) -> list[dict]:
+    """One row per non-GRPO arm of one results file; [] where the study ran no GRPO arm."""
+    per_seed, agree = res.get("per_seed", {}), res.get("per_seed_agreement_pct", {})
+    grpo = _all(per_seed, "grpo")
+    if not grpo:
+        return []
+    td = res.get("teacher_diagnostics") or {}
+    headroom = (f"{td['student']['All']:.1f} / {td['teacher']['All']:.1f}"
+                if td.get("student") and td.get("teacher") else "-")
+    rows = []
+    for variant in per_seed:
+        if variant in ("grpo", "base (no RL)"):
+            continue
+        arm = _all(per_seed, variant)
+        seeds = [s for s in arm if s in grpo]
+        if not seeds:
+            continue
+        diffs = [arm[s] - grpo[s] for s in seeds]
+        a_diffs = [agree[variant][s] - agree["grpo"][s] for s in seeds
+                   if agree.get(variant, {}).get(s) is not None and agree.get("grpo", {}).get(s) is not None]
+        rows.append({"file": name, "base": _base_of(res.get("command", "")), "headroom": headroom,
+                     "grpo_all": statistics.mean(grpo[s] for s in seeds), "arm": short_label(variant),
+                     "arm_all": statistics.mean(arm[s] for s in seeds), "minus_grpo": statistics.mean(diffs),
+                     "per_seed": diffs, "agreement_minus_grpo": statistics.mean(a_diffs) if a_diffs else None})
+    return rows
+
+
+def merge_repeats(rows: list[dict]) -> list[dict]:
+    """One row per arm run: a later report that re-read the same cached runs (same base, arm and per-seed
+    figures) adds its file name to the first row instead of a second row."""
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["base"], r["arm"], r["grpo_all"], tuple(r["per_seed"]))
+        if key in out:
+            out[key]["file"] += ", " + r["file"]
+        else:
+            out[key] = dict(r)
+    return list(out.values())
+
+
+def _pts(x: float) -> str:
+    return f"{round(x, 1) + 0.0:+.1f}"  # + 0.0: a mean of -1e-17 prints +0.0, not -0.0
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| results file | base | student / teacher All % | GRPO All % | arm | arm All % | minus GRPO (per seed) "
+            "| agreement minus GRPO |\n|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in rows:
+        seeds = ", ".join(_pts(d) for d in r["per_seed"])
+        agree = "-" if r["agreement_minus_grpo"] is None else _pts(r["agreement_minus_grpo"])
+        lines.append(f"| {r['file']} | {r['base']} | {r['headroom']} | {r['grpo_all']:.1f} | {r['arm']} | "
+                     f"{r['arm_all']:.1f} | **{_pts(r['minus_grpo'])}** ({seeds}) | {agree} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("files", nargs="*", type=Path, help="results files (default: bench/results/learning*.json)")
+    args = p.parse_args(argv)
+    files = args.files or sorted(RESULTS.glob("learning*.json"))
+    if not files:
+        p.error(f"no results files (looked for {RESULTS}/learning*.json)")
+    rows = merge_repeats([r for f in files for r in rows_of(f.name, json.loads(f.read_text()))])
+    print(table(rows))
+    best = max(rows, key=lambda r: r["minus_grpo"], default=None)
+    if best:
+        print(f"\n{len(rows)} arms; best minus GRPO {_pts(best['minus_grpo'])} ({best['arm']}, {best['file']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""bench/comparisons.py: the ledger of every OPID-vs-GRPO arm in bench/results, and the README's copy of it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("bench_comparisons", REPO / "bench" / "comparisons.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _res(per_seed_all: dict, agree: dict | None = None, teacher: tuple | None = None, base="runs/x/stage5"):
+    res = {"command": f"python bench/learning.py --base {base} --seeds 0,1",
+           "per_seed": {v: {s: {"All": a} for s, a in by.items()} for v, by in per_seed_all.items()},
+           "per_seed_agreement_pct": agree or {}}
+    if teacher:
+        res["teacher_diagnostics"] = {"student": {"All": teacher[0]}, "teacher": {"All": teacher[1]}}
+    return res
+
+
+def test_rows_pair_each_arm_with_grpo_on_the_same_seed_and_merge_rereports(tmp_path, capsys):
+    cmp = _load()
+    T = "opid:" + cmp.T_SETTINGS
+    a = _res({"grpo": {"0": 4.0, "1": 2.0}, T: {"0": 6.0, "1": 1.0}, "base (no RL)": {"0": 5.0, "1": 5.0}},
+             agree={"grpo": {"0": 20.0, "1": 22.0}, T: {"0": 25.0, "1": 21.0}}, teacher=(4.76, 70.63))
+    b = _res({"grpo": {"0": 4.0, "1": 2.0, "2": 9.0}, T: {"0": 6.0, "1": 1.0},  # seed 2: GRPO only, unpaired
+              T + "+teacher_sample_sft_coeff=1": {"0": 2.0, "1": 2.0}, "opid": {"0": 3.0, "1": 3.0}})
+    no_grpo = _res({T: {"0": 50.0}})
+    for name, res in (("a.json", a), ("b.json", b), ("c.json", no_grpo)):
+        (tmp_path / name).write_text(json.dumps(res))
+    assert cmp.rows_of("c.json", no_grpo) == []
+    rows = cmp.merge_repeats([r for n, res in (("a.json", a), ("b.json", b), ("c.json", no_grpo))
+                              for r in cmp.rows_of(n, res)])
+    t = rows[0]
+    assert (t["file"], t["base"], t["headroom"], t["arm"]) == ("a.json, b.json", "x/stage5", "4.8 / 70.6", "T")
+    assert t["per_seed"] == [2.0, -1.0] and t["minus_grpo"] == 0.5 and t["grpo_all"] == 3.0
+    assert t["agreement_minus_grpo"] == 2.0
+    assert [r["arm"] for r in rows[1:]] == ["T+c_T=1", "opid (reference weights, 0.001 each)"]
+    assert rows[1]["per_seed"] == [-2.0, 0.0] and rows[1]["agreement_minus_grpo"] is None
+    assert cmp.main([str(tmp_path / n) for n in ("a.json", "b.json", "c.json")]) == 0
+    out = capsys.readouterr().out
+    assert "| a.json, b.json | x/stage5 | 4.8 / 70.6 | 3.0 | T | 3.5 | **+0.5** (+2.0, -1.0) | +2.0 |" in out
+    assert "3 arms; best minus GRPO +0.5 (T, a.json, b.json)" in out
+
+
+def test_the_readme_ledger_is_what_the_script_prints_from_the_repos_results(capsys):
+    """The README's table of every comparison must be regenerated when a results file changes."""
+    cmp = _load()
+    assert cmp.main([]) == 0
+    table = capsys.readouterr().out.split("\n\n")[0].strip()
+    assert table.count("\n") >= 10, table  # one line per arm of a dozen results files
+    assert table in (REPO / "README.md").read_text(), "README ledger stale: paste `python bench/comparisons.py`"
