@@ -2,9 +2,9 @@
 
 Why: each learning study wrote its own results file (bench/learning.py --results), and the README quotes them
 in a dozen paragraphs. This reads them all and prints one markdown table: the base, its skill headroom where
-the study measured it (student and oracle-skill teacher, All %), GRPO's All %, and per arm its All %, the
-paired difference to GRPO (mean and per seed: same seed, same base) and the difference in agreement with the
-env expert's next command.
+the study measured it (student and oracle-skill teacher, All %), the base's and GRPO's All % (no skills), and
+per arm its All %, the paired difference to GRPO (mean and per seed: same seed, same base) and the difference
+in agreement with the env expert's next command.
 
     python bench/comparisons.py [RESULTS_FILE ...]     # default: bench/results/learning*.json
 """
@@ -45,7 +45,7 @@ def _all(per_seed: dict, variant: str) -> dict[str, float]:
 def rows_of(name: str, res: dict) -> list[dict]:
     """One row per non-GRPO arm of one results file; [] where the study ran no GRPO arm."""
     per_seed, agree = res.get("per_seed", {}), res.get("per_seed_agreement_pct", {})
-    grpo = _all(per_seed, "grpo")
+    grpo, base = _all(per_seed, "grpo"), _all(per_seed, "base (no RL)")
     if not grpo:
         return []
     td = res.get("teacher_diagnostics") or {}
@@ -63,6 +63,7 @@ def rows_of(name: str, res: dict) -> list[dict]:
         a_diffs = [agree[variant][s] - agree["grpo"][s] for s in seeds
                    if agree.get(variant, {}).get(s) is not None and agree.get("grpo", {}).get(s) is not None]
         rows.append({"file": name, "base": _base_of(res.get("command", "")), "headroom": headroom,
+                     "base_all": statistics.mean(base[s] for s in seeds) if all(s in base for s in seeds) else None,
                      "grpo_all": statistics.mean(grpo[s] for s in seeds), "arm": short_label(variant),
                      "arm_all": statistics.mean(arm[s] for s in seeds), "minus_grpo": statistics.mean(diffs),
                      "per_seed": diffs, "agreement_minus_grpo": statistics.mean(a_diffs) if a_diffs else None})
@@ -87,13 +88,14 @@ def _pts(x: float) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| results file | base | student / teacher All % | GRPO All % | arm | arm All % | minus GRPO (per seed) "
-            "| agreement minus GRPO |\n|---|---|---|---|---|---|---|---|")
+    head = ("| results file | base | student / teacher All % | base All % | GRPO All % | arm | arm All % "
+            "| minus GRPO (per seed) | agreement minus GRPO |\n|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
         seeds = ", ".join(_pts(d) for d in r["per_seed"])
         agree = "-" if r["agreement_minus_grpo"] is None else _pts(r["agreement_minus_grpo"])
-        lines.append(f"| {r['file']} | {r['base']} | {r['headroom']} | {r['grpo_all']:.1f} | {r['arm']} | "
+        base = "-" if r["base_all"] is None else f"{r['base_all']:.1f}"
+        lines.append(f"| {r['file']} | {r['base']} | {r['headroom']} | {base} | {r['grpo_all']:.1f} | {r['arm']} | "
                      f"{r['arm_all']:.1f} | **{_pts(r['minus_grpo'])}** ({seeds}) | {agree} |")
     return "\n".join(lines)
 

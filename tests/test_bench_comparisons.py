@@ -40,13 +40,14 @@ def test_rows_pair_each_arm_with_grpo_on_the_same_seed_and_merge_rereports(tmp_p
                               for r in cmp.rows_of(n, res)])
     t = rows[0]
     assert (t["file"], t["base"], t["headroom"], t["arm"]) == ("a.json, b.json", "x/stage5", "4.8 / 70.6", "T")
-    assert t["per_seed"] == [2.0, -1.0] and t["minus_grpo"] == 0.5 and t["grpo_all"] == 3.0
+    assert t["per_seed"] == [2.0, -1.0] and t["minus_grpo"] == 0.5 and t["grpo_all"] == 3.0 and t["base_all"] == 5
+    assert rows[1]["base_all"] is None  # b.json played no base
     assert t["agreement_minus_grpo"] == 2.0
     assert [r["arm"] for r in rows[1:]] == ["T+c_T=1", "opid (reference weights, 0.001 each)"]
     assert rows[1]["per_seed"] == [-2.0, 0.0] and rows[1]["agreement_minus_grpo"] is None
     assert cmp.main([str(tmp_path / n) for n in ("a.json", "b.json", "c.json")]) == 0
     out = capsys.readouterr().out
-    assert "| a.json, b.json | x/stage5 | 4.8 / 70.6 | 3.0 | T | 3.5 | **+0.5** (+2.0, -1.0) | +2.0 |" in out
+    assert "| a.json, b.json | x/stage5 | 4.8 / 70.6 | 5.0 | 3.0 | T | 3.5 | **+0.5** (+2.0, -1.0) | +2.0 |" in out
     assert "3 arms; best minus GRPO +0.5 (T, a.json, b.json)" in out
 
 
