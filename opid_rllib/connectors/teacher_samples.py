@@ -68,7 +68,10 @@ class TeacherSamples(ConnectorV2):
         if not keep:
             return batch
         resp = [list(g.token_ids) for _, _, g in keep]
-        lp_teacher = module.score([ids for _, ids, _ in keep], resp)
+        # log pi_old(y_T | x + skill) is what the sampler computed while drawing y_T (full-softmax log-probs at
+        # the sampling temperature; the HF forward's equal the scorer's within 1e-4, as the runner relies on):
+        # re-scoring the skill prompts was a third of this piece's time. The plain prompt must be scored.
+        lp_teacher = [np.asarray(g.logprobs, np.float32) for _, _, g in keep]
         lp_student = module.score([t.prompt_ids[i] for i, _, _ in keep], resp)
         new = self._rows(t, keep, resp, lp_student, lp_teacher)
         # Each teacher row right after its source row, so every minibatch mixes both kinds.
