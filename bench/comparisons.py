@@ -18,6 +18,7 @@ import statistics
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+UNSEEN = "alfworld/valid_unseen@v1"  # the issue's panel; a study scored elsewhere says where in its file cell
 # T, the teacher-samples arm most studies ran, written out in every variant name: shortened for the table.
 T_SETTINGS = "w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1"
 _SHORT = (("opid:" + T_SETTINGS, "T"), ("opid_shuffled:" + T_SETTINGS, "T+shuffle_skills=true"),
@@ -45,6 +46,7 @@ def _all(per_seed: dict, variant: str) -> dict[str, float]:
 def rows_of(name: str, res: dict) -> list[dict]:
     """One row per non-GRPO arm of one results file; [] where the study ran no GRPO arm."""
     per_seed, agree = res.get("per_seed", {}), res.get("per_seed_agreement_pct", {})
+    panel = res.get("eval_panel") or "?"
     grpo, base = _all(per_seed, "grpo"), _all(per_seed, "base (no RL)")
     if not grpo:
         return []
@@ -62,7 +64,7 @@ def rows_of(name: str, res: dict) -> list[dict]:
         diffs = [arm[s] - grpo[s] for s in seeds]
         a_diffs = [agree[variant][s] - agree["grpo"][s] for s in seeds
                    if agree.get(variant, {}).get(s) is not None and agree.get("grpo", {}).get(s) is not None]
-        rows.append({"file": name, "base": _base_of(res.get("command", "")), "headroom": headroom,
+        rows.append({"file": name if panel == UNSEEN else f"{name} ({panel})", "base": _base_of(res.get("command", "")), "headroom": headroom,
                      "base_all": statistics.mean(base[s] for s in seeds) if all(s in base for s in seeds) else None,
                      "grpo_all": statistics.mean(grpo[s] for s in seeds), "arm": short_label(variant),
                      "arm_all": statistics.mean(arm[s] for s in seeds), "minus_grpo": statistics.mean(diffs),

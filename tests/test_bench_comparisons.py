@@ -16,8 +16,9 @@ def _load():
     return module
 
 
-def _res(per_seed_all: dict, agree: dict | None = None, teacher: tuple | None = None, base="runs/x/stage5"):
-    res = {"command": f"python bench/learning.py --base {base} --seeds 0,1",
+def _res(per_seed_all: dict, agree: dict | None = None, teacher: tuple | None = None, base="runs/x/stage5",
+         panel="alfworld/valid_unseen@v1"):
+    res = {"command": f"python bench/learning.py --base {base} --seeds 0,1", "eval_panel": panel,
            "per_seed": {v: {s: {"All": a} for s, a in by.items()} for v, by in per_seed_all.items()},
            "per_seed_agreement_pct": agree or {}}
     if teacher:
@@ -49,6 +50,8 @@ def test_rows_pair_each_arm_with_grpo_on_the_same_seed_and_merge_rereports(tmp_p
     out = capsys.readouterr().out
     assert "| a.json, b.json | x/stage5 | 4.8 / 70.6 | 5.0 | 3.0 | T | 3.5 | **+0.5** (+2.0, -1.0) | +2.0 |" in out
     assert "3 arms; best minus GRPO +0.5 (T, a.json, b.json)" in out
+    seen = _res({"grpo": {"0": 1.0}, T: {"0": 2.0}}, panel="alfworld/valid_seen@v1")
+    assert cmp.rows_of("s.json", seen)[0]["file"] == "s.json (alfworld/valid_seen@v1)"  # never mixed in silently
 
 
 def test_the_readme_ledger_is_what_the_script_prints_from_the_repos_results(capsys):
