@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     from envs import ENVS
     from opid_rllib.algorithm import ANALYZERS
     from opid_rllib.generation.base import BACKENDS
+    from opid_rllib.groups import INVALID_ACTION_SOURCES
     from opid_rllib.routing import ROUTING_MODES
 
     p = _OneLineParser(prog="opid-train", description=__doc__, formatter_class=_Formatter)
@@ -103,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="w_T: add a response sampled under each step-skill prompt, advantage w_T * Delta (0: off)")
     g.add_argument("--teacher-sample-sft-coeff", type=float, default=None,
                    help="c_T: add -c_T * log pi(y_T | x) on those teacher samples, outside the PPO clip (0: off)")
+    g.add_argument("--invalid-action-source", default=None, choices=INVALID_ACTION_SOURCES,
+                   help="what the invalid-action penalty counts: format (the reference), env (also rejected "
+                        "commands), repeat (also a rejected repeat of the previous command)")
     g.add_argument("--normalize-teacher-adv", action="store_true", default=None,
                    help="z-score the skill terms over the batch's active tokens (normalize_teacher_adv)")
     g.add_argument("--skill-routing", default=None, choices=ROUTING_MODES,
@@ -160,7 +164,7 @@ _LLM_FLAGS = {"model": "llm_model", "max_new_tokens": "max_new_tokens", "max_pro
               "history_length": "history_length", "max_steps": "max_steps", "generation_backend": "generation_backend"}
 _TRAIN_FLAGS = ("group_size", "tasks_per_iter", "lr", "minibatch_size", "episode_skill_adv_weight",
                 "step_skill_adv_weight", "skill_routing", "teacher_sample_adv_weight", "normalize_teacher_adv",
-                "teacher_sample_sft_coeff")
+                "teacher_sample_sft_coeff", "invalid_action_source")
 # What a tuned example's file fixes: changing it is editing the example, not a flag.
 _EXAMPLE_FIXED = ("env", "split", "preset", "cpu_example")
 
