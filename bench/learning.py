@@ -60,7 +60,7 @@ def parse_variant(spec: str) -> tuple[str, dict]:
             try:
                 value = int(val) if val.lstrip("-").isdigit() else float(val)
             except ValueError:
-                from opid_rllib.algorithm import OPID_DEFAULTS
+                from opid_rllib.settings import OPID_DEFAULTS
 
                 if key.startswith("analyzer.") or OPID_DEFAULTS.get(key, (None, None))[1] is not str:
                     raise SystemExit(f"--variants: {item!r}: value must be a number or true/false") from None

@@ -328,10 +328,11 @@ def run_experiment(cfg, args=None) -> int:
         for r in grid:
             print(f"trial {r.path}: success_rate={_get(r.metrics, 'opid/success_rate')} "
                   f"checkpoint={r.checkpoint.path if r.checkpoint else None}")
-        if searched_keys(cfg):
+        keys = searched_keys(cfg)
+        if keys:
             from opid_rllib.sweep_panel import write_selection
 
-            write_selection(grid, searched_keys(cfg), output, panel=args.select_panel,
+            write_selection(grid, keys, output, panel=args.select_panel,
                             episodes=args.select_episodes, max_steps=args.select_max_steps)
         return 1 if errors else 0
     finally:
