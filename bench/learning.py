@@ -78,7 +78,7 @@ def sizes(args) -> dict:
 
     return dict(CPU_TINY, max_steps=args.max_steps, history_length=args.history_length,
                 tasks_per_iter=args.tasks_per_iter, group_size=args.group_size, max_prompt_len=args.max_prompt_len,
-                max_new_tokens=args.max_new_tokens, lr=args.lr, minibatch_size=args.minibatch_size)
+                max_new_tokens=args.max_new_tokens, lr=args.lr, minibatch_size=args.minibatch_size, dtype=args.dtype)
 
 
 def warm_start(args) -> str:
@@ -99,7 +99,8 @@ def warm_start(args) -> str:
                                    deviation_prob=args.sft_deviation_prob, response_style=args.sft_response_style,
                                    hint_follow_prob=args.sft_hint_follow_prob)
     train_sft(resolve_model("tiny"), demos, out, epochs=args.sft_epochs, lr=3e-3, batch_size=4,
-              max_prompt_len=args.max_prompt_len, seed=0, time_budget_s=args.sft_budget_s or None, log_every=200)
+              max_prompt_len=args.max_prompt_len, seed=0, time_budget_s=args.sft_budget_s or None, log_every=200,
+              dtype=args.dtype)
     print(f"[learning] warm start: {len(demos)} demos, {time.time() - t0:.0f}s", flush=True)
     return out
 
@@ -110,7 +111,7 @@ def _play_panel(path: str, args, **kw) -> dict:
 
     return evaluate(progress=False, batch_envs=args.batch_envs, temperature=args.eval_temperature, llm_model=path,
                     max_steps=args.eval_max_steps, history_length=args.history_length,
-                    max_new_tokens=args.max_new_tokens, max_prompt_len=args.max_prompt_len,
+                    max_new_tokens=args.max_new_tokens, max_prompt_len=args.max_prompt_len, dtype=args.dtype,
                     env_kwargs=args.env_config, **kw)
 
 
@@ -126,7 +127,7 @@ def base_headroom(path: str, args) -> dict:
             ev = json.load(f)
         want = {"panel": args.headroom_panel, "skills": "oracle", "seed": 0, "temperature": args.eval_temperature,
                 "max_steps": args.eval_max_steps, "history_length": args.history_length,
-                "max_new_tokens": args.max_new_tokens, "max_prompt_len": args.max_prompt_len}
+                "max_new_tokens": args.max_new_tokens, "max_prompt_len": args.max_prompt_len, "dtype": args.dtype}
         got = ev.get("config", {})
         bad = [f"{k}: {got.get(k)!r} (this run: {v!r})" for k, v in want.items() if got.get(k) != v]
         played_env = got.get("env_config", {})
@@ -206,6 +207,20 @@ def run_dir_of(args, variant: str, seed: int) -> str:
     return os.path.join(args.out, "runs", f"{variant.replace(':', '_').replace('+', '_')}-s{seed}")
 
 
+def check_dtype(out: str, dtype: str) -> None:
+    """Runs are cached by variant and seed only, so one --out holds the runs of one compute dtype (OUT/dtype;
+    a folder with runs and no marker predates --dtype: float32)."""
+    marker = os.path.join(out, "dtype")
+    have = "float32" if os.path.isdir(os.path.join(out, "runs")) else None
+    if os.path.exists(marker):
+        with open(marker) as f:
+            have = f.read().strip()
+    if have is not None and have != dtype:
+        raise SystemExit(f"--dtype {dtype}: {out} holds {have} runs; give another --out")
+    with open(marker, "w") as f:
+        f.write(dtype + "\n")
+
+
 def zero_signal_fraction(run_dir: str) -> float | None:
     """Share of rollout groups whose copies all won or all lost: GRPO's outcome advantage is exactly 0
     there, so only OPID's skill term can move those samples. Read from the run's skill dumps."""
@@ -252,6 +267,9 @@ def main(argv=None) -> int:
     p.add_argument("--eval-temperature", type=float, default=0.4)
     p.add_argument("--batch-envs", type=int, default=16, help="panel games played (and generated) together")
     p.add_argument("--torch-threads", type=int, default=2)
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="compute dtype of warm start, training (fp32 masters, autocast) and panel play; bfloat16 "
+                        "pays off on CPUs with AVX512-BF16/AMX (bench/dtype_speed.py)")
     p.add_argument("--shard", default=None, help="i/n: run only every n-th job starting at i (no report)")
     p.add_argument("--out", default="runs/learning")
     p.add_argument("--sft-response-style", choices=("reasoned", "action"), default="reasoned",
@@ -285,6 +303,7 @@ def main(argv=None) -> int:
 
         torch.set_num_threads(args.torch_threads)
     os.makedirs(args.out, exist_ok=True)
+    check_dtype(args.out, args.dtype)
     t_start = time.time()
     base = warm_start(args)
     seeds = [int(s) for s in args.seeds.split(",")]

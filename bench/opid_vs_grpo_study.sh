@@ -17,6 +17,7 @@
 #   ENV_KWARGS='{"expert": "sweep"}' ...   # env settings of the sweep, the arms and the panel plays
 #   LR=3e-4 SHARDS=2 HEADROOM=OUT/results.json ...   # learning rate of sweep and arms; the arms in two
 #       # one-thread processes side by side; the base's opid-eval --skills oracle play as the headroom table
+#   DTYPE=bfloat16 ...         # compute dtype of the sweep, the arms and their panel plays (default float32)
 #
 # ARMS=all trains GRPO, OPID at the reference weights (the plain `opid` preset, 0.001 each), OPID at the selected
 # weights (BEST), BEST with shuffled skills and BEST without step skills (the episode skill at BEST's w_ep, or at
@@ -42,7 +43,8 @@ TSFT=${TEACHER_SFT:-0}
 NORMALIZE=${NORMALIZE:-0}
 ENV_KWARGS=${ENV_KWARGS:-'{}'}
 SHARDS=${SHARDS:-1}
-SIZES=(--max-steps 15 --minibatch-size "$MB" ${LR:+--lr "$LR"})
+DTYPE=${DTYPE:-float32}
+SIZES=(--max-steps 15 --minibatch-size "$MB" ${LR:+--lr "$LR"} --dtype "$DTYPE")
 [ "$NORMALIZE" = 0 ] || SIZES+=(--normalize-teacher-adv)
 case $SHARDS in 1|2) ;; *) echo "SHARDS=$SHARDS: choose 1 or 2" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
@@ -74,7 +76,7 @@ case "${ARMS:-core}" in
   *) VARIANTS="$ARMS" ;;
 esac
 A=(--base "$BASE" --variants "$VARIANTS" --seeds "$SEEDS" --iters "$ITERS" --max-steps 15 --minibatch-size "$MB"
-   ${LR:+--lr "$LR"} --env-config "$ENV_KWARGS" --opid-variant "$BEST" --shuffled-variant "$SHUFFLED"
+   ${LR:+--lr "$LR"} --dtype "$DTYPE" --env-config "$ENV_KWARGS" --opid-variant "$BEST" --shuffled-variant "$SHUFFLED"
    --out "$OUT/learning" ${HEADROOM:+--headroom-panel alfworld/valid_unseen@v1 --headroom-results "$HEADROOM"})
 if [ "$SHARDS" = 2 ]; then
   "$PY" bench/learning.py "${A[@]}" --torch-threads 1 --shard 0/2 &

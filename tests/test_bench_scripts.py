@@ -66,3 +66,59 @@ def test_a_crashed_shard_stops_the_study_before_its_report(crashing_shard, tmp_p
     assert p.returncode == 7, (p.returncode, p.stderr)
     assert sorted(c.split("--shard ")[1] for c in calls) == ["0/2", "1/2"]  # both shards ran, then it stopped
     assert not any("--results" in c for c in calls)
+
+
+def test_the_from_scratch_study_runs_every_stage_in_order_with_its_dtype_and_resumes(tmp_path):
+    """bench/from_scratch_study.sh chains five stages (hours of work); stand-ins for opid-sft, opid-eval and the
+    interpreter log their arguments and write the files each stage leaves, so the driver's control flow is what
+    is tested: stage order, each model feeding the next, DTYPE reaching every command, timings.tsv, and a second
+    call skipping what exists."""
+    import json
+    import sys
+
+    out, log, bin_dir = tmp_path / "out", tmp_path / "calls.log", tmp_path / "bin"
+    bin_dir.mkdir()
+    writes = {"opid-sft": 'd=$(arg --out); mkdir -p "$d"; echo {} > "$d/config.json"',
+              "opid-eval": 'd=$(arg --output); mkdir -p "$d"; echo {} > "$d/results.json"'}
+    for name, body in writes.items():
+        (bin_dir / name).write_text(
+            f'#!/bin/bash\necho "{name} $*" >> {log}\n'
+            'arg() { local want=$1; set -- "${ARGS[@]}"; while [ $# -gt 0 ]; do [ "$1" = "$want" ] && '
+            'echo "$2"; shift; done; }\nARGS=("$@")\n' + body + "\n")
+    sweep = json.dumps({"tied": [{"episode_skill_adv_weight": 0.03, "step_skill_adv_weight": 0.3}],
+                        "informative": True})
+    (bin_dir / "python").write_text(
+        f'#!/bin/bash\n[ "$1" = - ] && exec {sys.executable} "$@"\necho "python $*" >> {log}\n'
+        'case "$*" in *alfworld_opid_weight_sweep.py*) d=$(echo "$*" | sed "s/.*--output \\([^ ]*\\).*/\\1/"); '
+        f"mkdir -p \"$d\"; echo '{sweep}' > \"$d/sweep.json\";; esac\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(bin_dir / "python"), "DTYPE": "bfloat16"}
+    run = lambda: subprocess.run(["bash", str(ROOT / "bench" / "from_scratch_study.sh"), str(out)],  # noqa: E731
+                                 capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=60,
+                                 cwd=ROOT)
+    p = run()
+    assert p.returncode == 0, p.stderr
+    calls = log.read_text().splitlines()
+    sft = [c for c in calls if c.startswith("opid-sft")]
+    assert [c.split("--out ")[1].split()[0] for c in sft] == [f"{out}/{s}" for s in ("base", "stage4", "stage5")]
+    assert [c.split("--model ")[1].split()[0] for c in sft] == ["tiny", f"{out}/base", f"{out}/stage4"]
+    assert "--policy-tasks 300" in sft[1] and "--hint-follow-prob 0 " in sft[2] + " "
+    assert all("--dtype bfloat16" in c for c in calls), [c for c in calls if "--dtype bfloat16" not in c]
+    learning = [c for c in calls if "bench/learning.py" in c]
+    assert {c.split("--shard ")[1].split()[0] for c in learning if "--shard" in c} == {"0/2", "1/2"}
+    assert f"--headroom-results {out}/headroom5/results.json" in learning[-1]
+    rows = [r.split("\t") for r in (out / "timings.tsv").read_text().splitlines()]
+    assert [r[0] for r in rows] == ["stage", "base", "dagger", "stage5", "headroom", "protocol", "total"]
+    n = len(calls)
+    assert run().returncode == 0
+    again = log.read_text().splitlines()[n:]
+    assert again and not any(c.startswith(("opid-sft", "opid-eval")) or "weight_sweep" in c for c in again)
+    totals = [r for r in (out / "timings.tsv").read_text().splitlines() if r.startswith("total")]
+    assert len(totals) == 2  # the second total sums the stage rows, not the first total
+
+    env["DTYPE"] = "float16"
+    p = subprocess.run(["bash", str(ROOT / "bench" / "from_scratch_study.sh"), str(tmp_path / "x")],
+                       capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=30, cwd=ROOT)
+    assert p.returncode == 2 and "DTYPE=float16: choose float32 or bfloat16" in p.stderr
+    assert not (tmp_path / "x").exists()

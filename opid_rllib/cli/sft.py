@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--torch-threads", type=int, default=None,
                     help="torch.set_num_threads for training (default: torch's own choice)")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="compute dtype of training (fp32 weights, bf16 autocast) and of the --policy-tasks games "
+                         "(bf16 weights); bfloat16 pays off where the CPU has AVX512-BF16/AMX (bench/dtype_speed.py)")
     ap.add_argument("--overwrite", action="store_true", help="allow writing into a non-empty --out")
     ap.add_argument("--no-resume", action="store_true",
                     help="ignore a partial run's checkpoint in --out and start over (default: resume from it)")
@@ -186,7 +189,8 @@ def run(args) -> dict:
                 str(model_path), args.env, split=args.split, num_tasks=args.policy_tasks,
                 history_length=args.history_length, max_steps=args.max_steps, seed=args.seed,
                 max_new_tokens=args.policy_max_new_tokens, temperature=args.policy_temperature, env_kwargs=env_kwargs,
-                response_style=args.response_style, hint_follow_prob=args.hint_follow_prob, stats=pstats,
+                response_style=args.response_style, hint_follow_prob=args.hint_follow_prob, dtype=args.dtype,
+                stats=pstats,
                 progress=Progress(args.policy_tasks, prefix="[opid-sft] policy", unit="game",
                                   every_s=args.progress_every_s).update)
         except (ValueError, KeyError) as e:
@@ -208,7 +212,7 @@ def run(args) -> dict:
                         max_prompt_len=args.max_prompt_len, seed=args.seed,
                         max_tokens_per_micro=args.max_tokens_per_micro, enable_thinking=args.enable_thinking,
                         log_every=args.log_every, time_budget_s=args.time_budget_s, resume=not args.no_resume,
-                        progress_every_s=args.progress_every_s, log=lambda m: print(m, flush=True))
+                        progress_every_s=args.progress_every_s, dtype=args.dtype, log=lambda m: print(m, flush=True))
     except ResumeMismatch as e:
         raise CliError(str(e)) from None
     stats_path = Path(out) / STATS_FILE

@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-prompt-len", type=int, default=None, help="prompt tokens kept (left-truncated)")
     g.add_argument("--generation-backend", default=None, choices=BACKENDS,
                    help="who samples responses (default hf; vllm needs the vllm extra)")
+    g.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                   help="compute dtype (default float32; the learner keeps fp32 master weights under autocast, "
+                        "samplers hold this dtype): bfloat16 on GPUs, and on CPUs with AVX512-BF16/AMX")
     g = p.add_argument_group("objective (default: the preset's)")
     g.add_argument("--lr", type=float, default=None, help="learning rate")
     g.add_argument("--minibatch-size", type=int, default=None,
@@ -161,7 +164,8 @@ def config_from_args(args):
 
 # Command-line settings a prepared config (opid-train's or a tuned example's) takes when given.
 _LLM_FLAGS = {"model": "llm_model", "max_new_tokens": "max_new_tokens", "max_prompt_len": "max_prompt_len",
-              "history_length": "history_length", "max_steps": "max_steps", "generation_backend": "generation_backend"}
+              "history_length": "history_length", "max_steps": "max_steps", "generation_backend": "generation_backend",
+              "dtype": "dtype"}
 _TRAIN_FLAGS = ("group_size", "tasks_per_iter", "lr", "minibatch_size", "episode_skill_adv_weight",
                 "step_skill_adv_weight", "skill_routing", "teacher_sample_adv_weight", "normalize_teacher_adv",
                 "teacher_sample_sft_coeff", "invalid_action_source")

@@ -32,7 +32,7 @@ from opid_rllib.sft.responses import checked_response, same_action
 
 def play_policy(model: str, env_name: str, task_ids: Sequence[str], *, split: str = "train", history_length: int,
                 max_steps: int, max_new_tokens: int = 48, temperature: float = 0.4, seed: int = 0,
-                env_kwargs: dict | None = None, batch_envs: int = 16, progress=None) -> list:
+                env_kwargs: dict | None = None, batch_envs: int = 16, dtype: str = "float32", progress=None) -> list:
     """Play each task id once with `model` as the deployed policy; the runner's finished episodes.
 
     progress(games_done, won=...) is called after each chunk of `batch_envs` games."""
@@ -44,7 +44,7 @@ def play_policy(model: str, env_name: str, task_ids: Sequence[str], *, split: st
     panel = Panel(name=f"{env_name}/{split}:policy-states", env=env_name, split=split,
                   task_ids=tuple(str(t) for t in task_ids), env_kwargs=dict(env_kwargs or {}))
     cfg = build_eval_config(None, panel=panel, llm_model=str(model), history_length=int(history_length),
-                            max_steps=int(max_steps), max_new_tokens=int(max_new_tokens))
+                            max_steps=int(max_steps), max_new_tokens=int(max_new_tokens), dtype=str(dtype))
     cfg.validate()
     runner = GroupedTextEnvRunner(config=cfg)
     episodes: list = []
@@ -142,7 +142,8 @@ def _hint_sample(env_name: str, meta: dict[str, Any], step: int, prompt: str, ex
 def collect_policy_demos(model: str, env_name: str, *, split: str = "train", num_tasks: int, history_length: int,
                          max_steps: int, seed: int, max_new_tokens: int = 48, temperature: float = 0.4,
                          env_kwargs: dict | None = None, response_style: str = "action",
-                         hint_follow_prob: float = 0.0, stats: dict | None = None, progress=None) -> list[Demo]:
+                         hint_follow_prob: float = 0.0, dtype: str = "float32", stats: dict | None = None,
+                         progress=None) -> list[Demo]:
     """`model` plays `num_tasks` games of `split` (a seeded sample, drawn with seed + 1 so it is not the expert
     demos' sample); every distinct state it reached becomes an expert-labelled sample (policy_state_demos)."""
     import envs as envs_pkg
@@ -159,6 +160,6 @@ def collect_policy_demos(model: str, env_name: str, *, split: str = "train", num
         env.close()
     episodes = play_policy(model, name, ids, split=split, history_length=history_length, max_steps=max_steps,
                            max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                           env_kwargs=env_kwargs, progress=progress)
+                           env_kwargs=env_kwargs, dtype=dtype, progress=progress)
     return policy_state_demos(name, episodes, response_style=response_style, hint_follow_prob=hint_follow_prob,
                               seed=seed, stats=stats)

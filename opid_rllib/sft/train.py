@@ -18,6 +18,7 @@ positions are computed (`logits_to_keep`); that module is Ray-free, so `opid-sft
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -33,6 +34,7 @@ from opid_rllib.sft.progress import Progress
 from opid_rllib.token_logprobs import pack, response_logprobs
 
 STATS_FILE = "sft_stats.json"
+SFT_DTYPES = ("float32", "bfloat16")  # compute dtypes of train_sft; the weights stay fp32 either way
 
 # ---- tokenization -------------------------------------------------------------------------------
 def encode_response(tokenizer, response: str) -> list[int]:
@@ -113,7 +115,7 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
               max_prompt_len: int, seed: int, weight_decay: float = 0.0, warmup_frac: float = 0.05,
               max_grad_norm: float = 1.0, max_tokens_per_micro: int = 8192, enable_thinking: bool = False,
               log_every: int = 0, time_budget_s: float | None = None, final_loss_samples: int = 32,
-              resume: bool = True, progress_every_s: float = 10.0,
+              resume: bool = True, progress_every_s: float = 10.0, dtype: str = "float32",
               log: Callable[[str], None] | None = print) -> Path:
     """Behaviour cloning of `demos` into the model at `model_path`; writes a HF folder to `out_dir`
     (weights, tokenizer, generation config, and `sft_stats.json` with the loss curve).
@@ -126,7 +128,11 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
     steps. time_budget_s stops training after the optimizer step that crosses the budget; the lr
     decay then also tracks the elapsed fraction of the budget (not bit-reproducible). The trained
     model's loss on the first `final_loss_samples` demos (no dropout, no update) is recorded as
-    `final_eval_loss`, so a reload of the folder can be checked against it."""
+    `final_eval_loss`, so a reload of the folder can be checked against it.
+
+    dtype "bfloat16": fp32 weights and AdamW state, forward and backward under bf16 autocast (the RL
+    learner's mixed precision); the saved weights stay fp32. The speed-up needs bf16 matmuls in hardware
+    (AVX512-BF16, AMX or a GPU): `python bench/dtype_speed.py` measures it on the machine at hand."""
     import torch
 
     from opid_rllib.models import load_model, load_tokenizer
@@ -137,12 +143,17 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
                          ("lr", lr, float(lr) > 0), ("max_prompt_len", max_prompt_len, int(max_prompt_len) >= 16)):
         if not ok:
             raise ValueError(f"{key}={val}: invalid (epochs/batch_size >= 1, lr > 0, max_prompt_len >= 16)")
+    if dtype not in SFT_DTYPES:
+        raise ValueError(f"dtype={dtype!r}: use one of {SFT_DTYPES} (float16 would need loss scaling)")
     t_start = time.perf_counter()
     say = log or (lambda _msg: None)
     torch.manual_seed(int(seed))
     tokenizer = load_tokenizer(model_path)
     model = load_model(model_path, dtype="float32")
     model.config.use_cache = False
+    device = next(model.parameters()).device.type
+    autocast = (lambda: torch.autocast(device_type=device, dtype=torch.bfloat16)) if dtype == "bfloat16" \
+        else contextlib.nullcontext
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     prompts, responses, n_cut = encode_demos(tokenizer, demos, max_prompt_len, enable_thinking)
@@ -163,7 +174,8 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
     fp = checkpoint.fingerprint({"base_model": str(model_path), "epochs": int(epochs), "lr": float(lr),
                                  "batch_size": int(batch_size), "seed": int(seed), "weight_decay": float(weight_decay),
                                  "warmup_frac": float(warmup_frac), "max_grad_norm": float(max_grad_norm),
-                                 "max_tokens_per_micro": int(max_tokens_per_micro)}, prompts, responses)
+                                 "max_tokens_per_micro": int(max_tokens_per_micro),
+                                 **({} if dtype == "float32" else {"dtype": dtype})}, prompts, responses)
     if not resume:
         checkpoint.remove(out_dir)
     state = checkpoint.load(out_dir, fp) if resume else None
@@ -197,8 +209,10 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
             for mb in micro_batches(batch, lengths, int(max_tokens_per_micro)):
                 b = {k: torch.as_tensor(v) for k, v in pack([prompts[i] for i in mb], [responses[i] for i in mb],
                                                              pad_id).items()}
-                logp = response_logprobs(model, b["prompt_ids"], b["prompt_len"], b["response_ids"], b["response_len"])[0]
-                nll = -logp.sum()
+                with autocast():
+                    logp = response_logprobs(model, b["prompt_ids"], b["prompt_len"], b["response_ids"],
+                                             b["response_len"])[0]
+                nll = -logp.float().sum()
                 (nll / n_tok).backward()
                 ep_loss_sum += float(nll.detach())
                 win_sum += float(nll.detach())
@@ -239,7 +253,7 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
     stats = {"base_model": str(model_path), "demos": len(demos), "tokens": int(sum(lengths)),
              "response_tokens": n_resp_tokens, "prompts_truncated": n_cut, "epochs": int(epochs),
              "optimizer_steps": step, "lr": float(lr), "batch_size": int(batch_size),
-             "max_prompt_len": int(max_prompt_len), "seed": int(seed), "loss_curve": curve,
+             "max_prompt_len": int(max_prompt_len), "seed": int(seed), "dtype": dtype, "loss_curve": curve,
              "final_loss": curve[-1]["loss"] if curve else None,
              "final_eval_loss": final_eval, "final_eval_samples": k, "resumed_from_epoch": first_epoch,
              "stopped_early": stopped_early, "train_seconds": elapsed()}

@@ -102,7 +102,8 @@ def test_policy_plays_through_the_runner_and_the_expert_labels_its_states():
 
 
 def test_cli_trains_on_policy_states_alone(tmp_path, capsys):
-    """`opid-sft --tasks 0 --policy-tasks N`: the model's own games are the whole data set; the stats say so."""
+    """`opid-sft --tasks 0 --policy-tasks N`: the model's own games are the whole data set; the stats say so
+    (here in bf16: the games with bf16 weights, training under autocast)."""
     import torch
 
     from opid_rllib.cli.sft import main
@@ -112,13 +113,13 @@ def test_cli_trains_on_policy_states_alone(tmp_path, capsys):
     try:
         assert main(["--env", "searchqa", "--model", "tiny", "--out", str(out), "--tasks", "0", "--policy-tasks", "2",
                      "--max-steps", "2", "--policy-max-new-tokens", "8", "--epochs", "1", "--max-prompt-len", "64",
-                     "--torch-threads", "1"]) == 0
+                     "--torch-threads", "1", "--dtype", "bfloat16"]) == 0
     finally:
         torch.set_num_threads(before)
     stats = json.loads((out / "sft_stats.json").read_text())
     ps = stats["policy_states"]
     assert ps["policy_episodes"] == 2 and ps["labelled_states"] >= 2 and stats["demos"] == ps["demos"]
-    assert stats["collection"] == {} and stats["policy_tasks"] == 2
+    assert stats["collection"] == {} and stats["policy_tasks"] == 2 and stats["dtype"] == "bfloat16"
     assert "distinct states labelled by the expert" in capsys.readouterr().out
     assert main(["--env", "searchqa", "--out", str(tmp_path / "x"), "--tasks", "0"]) == 2
     assert "--policy-tasks" in capsys.readouterr().err

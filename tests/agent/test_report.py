@@ -358,20 +358,39 @@ def test_learning_headroom_read_from_the_same_oracle_play_only(tmp_path):
 
     learning = _bench("learning")
     args = argparse.Namespace(headroom_panel="alfworld/valid_unseen@v1", eval_temperature=0.4, eval_max_steps=30,
-                              history_length=2, max_new_tokens=48, max_prompt_len=1024,
+                              history_length=2, max_new_tokens=48, max_prompt_len=1024, dtype="float32",
                               env_config={"expert": "sweep"}, headroom_results=str(tmp_path / "results.json"))
     config = {"panel": "alfworld/valid_unseen@v1", "skills": "oracle", "seed": 0, "temperature": 0.4,
-              "max_steps": 30, "history_length": 2, "max_new_tokens": 48, "max_prompt_len": 1024,
+              "max_steps": 30, "history_length": 2, "max_new_tokens": 48, "max_prompt_len": 1024, "dtype": "float32",
               "env_config": {"split": "valid_unseen", "expert": "sweep", "max_steps": 30}}
     played = {"config": config, "counts": {"episodes": 126}, "table": {"success_pct": {"All": 4.76}},
               "teacher_table": {"success_pct": {"All": 70.63}}, "headroom": {"All": 65.87}}
     (tmp_path / "results.json").write_text(json.dumps(played))
     got = learning.base_headroom("unused-model-path", args)
     assert got == {k: played[k] for k in ("table", "teacher_table", "headroom")}
-    for key, other in (("max_prompt_len", 2048), ("skills", "none"), ("env_config", {"expert": "handcoded"})):
+    for key, other in (("max_prompt_len", 2048), ("skills", "none"), ("env_config", {"expert": "handcoded"}),
+                       ("dtype", "bfloat16")):
         (tmp_path / "results.json").write_text(json.dumps(dict(played, config=dict(config, **{key: other}))))
         with pytest.raises(SystemExit, match=key):
             learning.base_headroom("unused-model-path", args)
+
+
+def test_learning_keeps_one_compute_dtype_per_output_folder(tmp_path):
+    """Runs are cached by variant and seed: a bf16 study must not read (or mix with) a folder's fp32 runs."""
+    learning = _bench("learning")
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    learning.check_dtype(str(fresh), "bfloat16")
+    assert (fresh / "dtype").read_text().strip() == "bfloat16"
+    learning.check_dtype(str(fresh), "bfloat16")
+    with pytest.raises(SystemExit, match="--dtype float32:.*holds bfloat16 runs"):
+        learning.check_dtype(str(fresh), "float32")
+    old = tmp_path / "old"  # a study folder from before --dtype: its runs are float32
+    (old / "runs").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="--dtype bfloat16:.*holds float32 runs"):
+        learning.check_dtype(str(old), "bfloat16")
+    learning.check_dtype(str(old), "float32")
+    assert (old / "dtype").read_text().strip() == "float32"
 
 
 def test_take_errors_split_what_the_policy_did_where_the_expert_takes(tmp_path):
@@ -405,3 +424,21 @@ def test_repeats_count_commands_equal_to_the_step_before(tmp_path):
                                                              "teacher": rp.repeat_stats([fine])}
     with pytest.raises(SystemExit, match="no episodes.jsonl"):
         rp.main([str(tmp_path / "empty")])
+
+
+@pytest.mark.slow  # two SFT epochs and four panel games: ~20 s
+def test_dtype_speed_times_both_dtypes_side_by_side(tmp_path, one_thread):
+    """bench/dtype_speed.py: the same SFT epoch and panel games at float32 and bfloat16, interleaved; the JSON
+    holds a row per part and dtype, ratios to float32, each run's figures (bf16 SFT learns too)."""
+    dtype_speed = _bench("dtype_speed")
+    out = tmp_path / "speed.json"
+    assert dtype_speed.main(["--model", "tiny", "--parts", "sft,play", "--rounds", "1", "--sft-tasks", "1",
+                             "--play-episodes", "2", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["part"], r["dtype"]) for r in rows] == [("sft", "float32"), ("sft", "bfloat16"),
+                                                      ("play", "float32"), ("play", "bfloat16")]
+    assert rows[0]["ratio_to_first"] == 1.0 and all(r["median_s"] > 0 for r in rows)
+    assert all(r["runs"][0]["final_eval_loss"] > 0 for r in rows[:2])
+    assert all(r["runs"][0]["won"] >= 0 and r["runs"][0]["steps"] > 0 for r in rows[2:])
+    with pytest.raises(SystemExit):
+        dtype_speed.main(["--model", "tiny", "--dtypes", "float32,float64"])

@@ -291,6 +291,38 @@ def test_interrupted_sft_resumes_to_the_same_weights(tmp_path, one_thread):
     assert not any("resuming" in m for m in logs) and sum(m.startswith("[opid-sft] epoch ") for m in logs) == 2
 
 
+def test_bf16_sft_keeps_fp32_weights_and_learns_like_fp32(tmp_path, one_thread):
+    """dtype="bfloat16" computes under autocast over fp32 weights: the saved weights are fp32, differ from the
+    fp32 run's (bf16 really ran) and the loss falls as far; a bf16 checkpoint does not resume as float32."""
+    import torch
+    from safetensors.torch import load_file
+
+    from opid_rllib.models import resolve_model
+    from opid_rllib.sft.checkpoint import ResumeMismatch
+    from opid_rllib.sft.train import train_sft
+
+    demos, base = _tiny_demos(), resolve_model("tiny")
+    kw = dict(epochs=2, lr=5e-3, batch_size=2, max_prompt_len=64, seed=0, progress_every_s=-1, log=None)
+    a = train_sft(base, demos, tmp_path / "fp32", **kw)
+    b = train_sft(base, demos, tmp_path / "bf16", dtype="bfloat16", **kw)
+    wa, wb = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
+    assert {v.dtype for v in wb.values()} == {torch.float32}
+    assert any(not torch.equal(wa[k], wb[k]) for k in wa)
+    sa, sb = (json.loads((d / "sft_stats.json").read_text()) for d in (a, b))
+    assert (sa["dtype"], sb["dtype"]) == ("float32", "bfloat16")
+    assert sb["loss_curve"][1]["loss"] < sb["loss_curve"][0]["loss"]
+    assert sb["final_eval_loss"] == pytest.approx(sa["final_eval_loss"], rel=0.1)
+    with pytest.raises(ValueError, match=r"dtype='float16'.*float32.*bfloat16"):
+        train_sft(base, demos, tmp_path / "x", dtype="float16", **kw)
+
+    out = tmp_path / "partial"
+    with pytest.raises(KeyboardInterrupt):
+        train_sft(base, demos, out, dtype="bfloat16", **{**kw, "log": lambda m: (_ for _ in ()).throw(
+            KeyboardInterrupt) if "epoch 1/2" in m else None})
+    with pytest.raises(ResumeMismatch, match="dtype: 'bfloat16'"):
+        train_sft(base, demos, out, **kw)
+
+
 def test_cli_resumes_a_partial_run_without_overwrite(tmp_path, one_thread, capsys):
     """A stopped `opid-sft` leaves a checkpoint in --out: the same command resumes (no --overwrite
     needed); a non-empty --out without a checkpoint still needs --overwrite."""
