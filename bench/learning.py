@@ -18,13 +18,14 @@ as mean +- std over seeds, paired OPID-minus-GRPO differences per seed, training
 the Delta log-prob statistics (does the base react to skills at all, and how big is the teacher term
 next to the outcome advantage), `learning.json` and `learning.png` (curves + unseen bars). Each
 finished run is saved to --out/runs/ first, so an interrupted benchmark resumes where it stopped, and
-`--shard 0/2` + `--shard 1/2` in two processes (1 torch thread each) split the runs; a last call without
---shard then only reads the cache and prints the report.
+`--shard 0/2` + `--shard 1/2` in two processes (1 torch thread each) share the runs, each taking the next one
+the other has not claimed; a last call without --shard then only reads the cache and prints the report.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -203,6 +204,37 @@ def cached(path: str, fn):
     return out
 
 
+def claim(path: str) -> bool:
+    """Take the job whose result goes to `path` for this process: a claim file made with O_EXCL, holding our pid.
+    False while another live process holds it; the claim of a process that is gone (a crashed shard) is taken."""
+    lock = path + ".claim"
+    os.makedirs(os.path.dirname(lock), exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                with open(lock) as f:
+                    pid = int(f.read().strip() or 0)
+                os.kill(pid, 0)  # raises ProcessLookupError when the holder is gone
+                return False
+            except PermissionError:  # alive, another user's
+                return False
+            except (ProcessLookupError, ValueError, OSError):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(lock)
+                continue
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{os.getpid()}\n")
+        return True
+    return False
+
+
+def release(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path + ".claim")
+
+
 def run_dir_of(args, variant: str, seed: int) -> str:
     return os.path.join(args.out, "runs", f"{variant.replace(':', '_').replace('+', '_')}-s{seed}")
 
@@ -270,7 +302,8 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                    help="compute dtype of warm start, training (fp32 masters, autocast) and panel play; bfloat16 "
                         "pays off on CPUs with AVX512-BF16/AMX (bench/dtype_speed.py)")
-    p.add_argument("--shard", default=None, help="i/n: run only every n-th job starting at i (no report)")
+    p.add_argument("--shard", default=None,
+                   help="i/n: one of n processes sharing the jobs, each taking the next unclaimed one (no report)")
     p.add_argument("--out", default="runs/learning")
     p.add_argument("--sft-response-style", choices=("reasoned", "action"), default="reasoned",
                    help="warm start: opid-sft --response-style")
@@ -312,9 +345,17 @@ def main(argv=None) -> int:
     jobs += [(run_dir_of(args, v, seed) + ".json",
               lambda v=v, seed=seed: train_and_eval(base, v, seed, args)) for seed in seeds for v in variants]
     if args.shard:
-        i, n = (int(x) for x in args.shard.split("/"))
-        for path, fn in jobs[i::n]:
-            r = cached(path, fn)
+        # The shards share one job list: each takes the next job none has claimed (a fixed every-n-th split left
+        # one shard 17 min of skill arms after the other had finished). Runs first, the short base plays last.
+        i = int(args.shard.split("/")[0])
+        order = jobs[len(seeds):] + jobs[:len(seeds)]
+        for path, fn in order[i:] + order[:i]:
+            if not os.path.exists(path) and not claim(path):
+                continue
+            try:
+                r = cached(path, fn)
+            finally:
+                release(path)
             if "variant" in r:
                 print(f"{r['variant']} seed {r['seed']}: train success {[round(i['train_success'], 2) for i in r['iters']]} "
                       f"unseen All {r['table']['success_pct']['All']:.1f} (train {r['train_s']:.0f}s, eval {r['eval_s']:.0f}s)",

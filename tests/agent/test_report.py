@@ -442,3 +442,46 @@ def test_dtype_speed_times_both_dtypes_side_by_side(tmp_path, one_thread):
     assert all(r["runs"][0]["won"] >= 0 and r["runs"][0]["steps"] > 0 for r in rows[2:])
     with pytest.raises(SystemExit):
         dtype_speed.main(["--model", "tiny", "--dtypes", "float32,float64"])
+
+
+def test_learning_shards_take_the_next_unclaimed_job(tmp_path):
+    """`bench/learning.py --shard i/n`: a job another live process has claimed is skipped, the claim of a process
+    that is gone (a crashed shard) is taken over, and a finished job leaves no claim behind."""
+    import os
+    import subprocess
+    import sys
+
+    learning = _bench("learning")
+    job = str(tmp_path / "runs" / "grpo-s0.json")
+    assert learning.claim(job) and not learning.claim(job)  # ours now: a second taker (any process) is refused
+    learning.release(job)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "runs" / "grpo-s0.json.claim").write_text(f"{holder.pid}\n")
+        assert not learning.claim(job)  # a live shard holds it
+    finally:
+        holder.kill()
+        holder.wait()
+    assert learning.claim(job)  # its holder is gone: taken over
+    assert (tmp_path / "runs" / "grpo-s0.json.claim").read_text().strip() == str(os.getpid())
+    learning.release(job)
+    assert not (tmp_path / "runs" / "grpo-s0.json.claim").exists()
+
+    # the shard loop: finished jobs are read, a job a live shard holds is left to it (training it here would fail:
+    # the base is not a model)
+    out = tmp_path / "study"
+    (out / "runs").mkdir(parents=True)
+    (out / "runs" / "base-s0.json").write_text(json.dumps({"success_pct": {"All": 2.0}}))
+    (out / "runs" / "grpo-s0.json").write_text(json.dumps(
+        {"variant": "grpo", "seed": 0, "iters": [{"train_success": 0.1}], "table": {"success_pct": {"All": 1.0}},
+         "train_s": 1.0, "eval_s": 1.0}))
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (out / "runs" / "opid-s0.json.claim").write_text(f"{holder.pid}\n")
+        argv = ["--base", str(tmp_path / "no-model"), "--variants", "grpo,opid", "--seeds", "0", "--out", str(out),
+                "--torch-threads", "0"]
+        assert learning.main(argv + ["--shard", "0/2"]) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not (out / "runs" / "opid-s0.json").exists() and (out / "runs" / "opid-s0.json.claim").exists()
