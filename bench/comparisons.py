@@ -64,7 +64,8 @@ def rows_of(name: str, res: dict) -> list[dict]:
         diffs = [arm[s] - grpo[s] for s in seeds]
         a_diffs = [agree[variant][s] - agree["grpo"][s] for s in seeds
                    if agree.get(variant, {}).get(s) is not None and agree.get("grpo", {}).get(s) is not None]
-        rows.append({"file": name if panel == UNSEEN else f"{name} ({panel})", "base": _base_of(res.get("command", "")), "headroom": headroom,
+        rows.append({"file": name if panel == UNSEEN else f"{name} ({panel})",
+                     "base": _base_of(res.get("command", "")), "headroom": headroom,
                      "base_all": statistics.mean(base[s] for s in seeds) if all(s in base for s in seeds) else None,
                      "grpo_all": statistics.mean(grpo[s] for s in seeds), "arm": short_label(variant),
                      "arm_all": statistics.mean(arm[s] for s in seeds), "minus_grpo": statistics.mean(diffs),

@@ -51,20 +51,14 @@ def sft_once(model: str, demos, dtype: str, args) -> dict:
 
 def rl_once(model: str, dtype: str, args) -> dict:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from learning import parse_variant  # bench/learning.py: the studies' own variant syntax
+    from learning import study_config  # bench/learning.py: the config a study trains a variant with
 
-    from opid_rllib.algorithm import OPIDConfig
-    from opid_rllib.presets import CPU_TINY, apply_preset
-
-    name, over = parse_variant(args.rl_variant)
-    sizes = dict(CPU_TINY, llm_model=model, max_steps=args.max_steps, history_length=args.history_length,
-                 max_prompt_len=args.max_prompt_len, lr=3e-4, minibatch_size=32, dtype=dtype)
-    cfg = OPIDConfig().environment("alfworld", env_config={**args.env_config, "split": "train",
-                                                                      "max_steps": args.max_steps})
-    cfg = apply_preset(apply_preset(cfg, "opid", **sizes), name, **over).debugging(seed=0)
+    # the studies' sizes (bench/opid_vs_grpo_study.sh): 4 tasks x 4 copies, lr 3e-4, 32 step-samples per step
+    study = argparse.Namespace(env_config=args.env_config, max_steps=args.max_steps, tasks_per_iter=4,
+                               group_size=4, history_length=args.history_length, max_prompt_len=args.max_prompt_len,
+                               max_new_tokens=48, lr=3e-4, minibatch_size=32, dtype=dtype)
     with tempfile.TemporaryDirectory() as run_dir:
-        cfg.analyzer_settings(run_dir=run_dir)
-        algo = cfg.build_algo()
+        algo = study_config(model, args.rl_variant, 0, study, run_dir).build_algo()
         iters = []
         try:
             for _ in range(int(args.rl_iters)):
@@ -116,9 +110,11 @@ def main(argv=None) -> int:
         ap.error(str(e))
     dtypes = args.dtypes.split(",")
     parts = args.parts.split(",")
-    bad = [d for d in dtypes if d not in ("float32", "bfloat16")] + [p for p in parts if p not in ("sft", "rl", "play")]
+    from opid_rllib.settings import SFT_DTYPE_NAMES
+
+    bad = [d for d in dtypes if d not in SFT_DTYPE_NAMES] + [p for p in parts if p not in ("sft", "rl", "play")]
     if bad:
-        ap.error(f"unknown {bad}: --dtypes takes float32,bfloat16 and --parts sft,rl,play")
+        ap.error(f"unknown {bad}: --dtypes takes {','.join(SFT_DTYPE_NAMES)} and --parts sft,rl,play")
     import torch
 
     from opid_rllib.models import resolve_model

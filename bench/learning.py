@@ -34,6 +34,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # learning_report, also when imported by path
 from learning_report import delta_text, paired_text, plot, run_seconds, summary, table_text  # noqa: E402
+
+from opid_rllib.settings import SFT_DTYPE_NAMES  # noqa: E402  (the warm start's dtypes bound the bench's)
 from opid_rllib.cli import json_object_arg  # noqa: E402
 
 SHORTHANDS = {"w": ("episode_skill_adv_weight", "step_skill_adv_weight"), "w_ep": ("episode_skill_adv_weight",),
@@ -151,18 +153,24 @@ def iteration_record(r: dict) -> dict:
     return rec
 
 
-def train_and_eval(base: str, spec: str, seed: int, args) -> dict:
+def study_config(base: str, spec: str, seed: int, args, run_dir: str):
+    """The OPIDConfig a study trains variant `spec` with: ALFWorld's train split, the opid preset at the bench's
+    sizes (`sizes(args)`), then the variant's preset and overrides (bench/dtype_speed.py times the same)."""
     from opid_rllib.algorithm import OPIDConfig
     from opid_rllib.presets import apply_preset
 
     name, over = parse_variant(spec)
-    run_dir = run_dir_of(args, spec, seed)
     cfg = OPIDConfig().environment("alfworld", env_config={**args.env_config, "split": "train",
                                                                       "max_steps": args.max_steps})
     cfg = apply_preset(cfg, "opid", **dict(sizes(args), llm_model=base))
     cfg = apply_preset(cfg, name, **over).debugging(seed=seed)
     cfg.analyzer_settings(run_dir=run_dir)
-    algo = cfg.build_algo()
+    return cfg
+
+
+def train_and_eval(base: str, spec: str, seed: int, args) -> dict:
+    run_dir = run_dir_of(args, spec, seed)
+    algo = study_config(base, spec, seed, args, run_dir).build_algo()
     iters = []
     t0 = time.time()
     # result.json + TensorBoard events + skill dumps: `opid-report RUN_DIR` and TensorBoard read the run.
@@ -299,7 +307,7 @@ def main(argv=None) -> int:
     p.add_argument("--eval-temperature", type=float, default=0.4)
     p.add_argument("--batch-envs", type=int, default=16, help="panel games played (and generated) together")
     p.add_argument("--torch-threads", type=int, default=2)
-    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+    p.add_argument("--dtype", choices=SFT_DTYPE_NAMES, default="float32",
                    help="compute dtype of warm start, training (fp32 masters, autocast) and panel play; bfloat16 "
                         "pays off on CPUs with AVX512-BF16/AMX (bench/dtype_speed.py)")
     p.add_argument("--shard", default=None,

@@ -27,9 +27,10 @@ import torch
 from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 
 from opid_rllib.generation.base import Generation
+from opid_rllib.settings import DTYPE_NAMES
 from opid_rllib.token_logprobs import length_order, pack, response_logprobs  # noqa: F401  (re-exported)
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 
 class LLMRLModule(TorchRLModule):

@@ -10,6 +10,10 @@ from typing import Any
 
 from opid_rllib.analyzer.base import ANALYZER_CHOICES
 
+# Compute dtypes (OPIDConfig.dtype, the CLIs' --dtype). SFT trains without loss scaling, so not in float16.
+DTYPE_NAMES = ("float32", "bfloat16", "float16")
+SFT_DTYPE_NAMES = ("float32", "bfloat16")
+
 # Typed OPID settings: name -> (default, type). Defaults follow the reference's scripts
 # (opid_reference.md sections 5-6); the CPU examples in tuned_examples/ shrink sizes.
 OPID_DEFAULTS: dict[str, tuple[Any, type]] = {

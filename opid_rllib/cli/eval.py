@@ -18,6 +18,7 @@ from opid_rllib.cli import json_object_arg
 from opid_rllib.eval.panel import ENV_DEFAULTS, ENV_NAMES, MAIN_PANELS, EvalError
 from opid_rllib.generation.base import BACKENDS
 from opid_rllib.presets import model_default
+from opid_rllib.settings import DTYPE_NAMES
 
 DEFAULT_MAX_NEW_TOKENS = 256
 
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="prompt tokens kept (left-truncated; default 2048)")
     ap.add_argument("--batch-envs", type=int, default=16, help="episodes played (and generated) together (default 16)")
     ap.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
-    ap.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
+    ap.add_argument("--dtype", choices=DTYPE_NAMES, default="float32")
     ap.add_argument("--backend", choices=BACKENDS, default="hf", help="generation backend (default hf)")
     ap.add_argument("--output", default=None,
                     help="output dir (default ./outputs/eval/<panel>-<UTC timestamp>)")

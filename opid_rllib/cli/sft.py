@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from opid_rllib.cli import json_object_arg
+from opid_rllib.settings import SFT_DTYPE_NAMES
 from opid_rllib.sft.checkpoint import CHECKPOINT_DIR
 
 DEFAULT_LR_TINY = 3e-3
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--torch-threads", type=int, default=None,
                     help="torch.set_num_threads for training (default: torch's own choice)")
-    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+    ap.add_argument("--dtype", choices=SFT_DTYPE_NAMES, default="float32",
                     help="compute dtype of training (fp32 weights, bf16 autocast) and of the --policy-tasks games "
                          "(bf16 weights); bfloat16 pays off where the CPU has AVX512-BF16/AMX (bench/dtype_speed.py)")
     ap.add_argument("--overwrite", action="store_true", help="allow writing into a non-empty --out")

@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     from opid_rllib.generation.base import BACKENDS
     from opid_rllib.groups import INVALID_ACTION_SOURCES
     from opid_rllib.routing import ROUTING_MODES
+    from opid_rllib.settings import DTYPE_NAMES
 
     p = _OneLineParser(prog="opid-train", description=__doc__, formatter_class=_Formatter)
     g = p.add_argument_group("what to train")
@@ -91,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-prompt-len", type=int, default=None, help="prompt tokens kept (left-truncated)")
     g.add_argument("--generation-backend", default=None, choices=BACKENDS,
                    help="who samples responses (default hf; vllm needs the vllm extra)")
-    g.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+    g.add_argument("--dtype", default=None, choices=DTYPE_NAMES,
                    help="compute dtype (default float32; the learner keeps fp32 master weights under autocast, "
                         "samplers hold this dtype): bfloat16 on GPUs, and on CPUs with AVX512-BF16/AMX")
     g = p.add_argument_group("objective (default: the preset's)")

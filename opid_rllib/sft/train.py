@@ -28,13 +28,13 @@ from typing import Callable, Sequence
 import numpy as np
 
 from opid_rllib.prompts.chat import encode_prompts
+from opid_rllib.settings import SFT_DTYPE_NAMES
 from opid_rllib.sft import checkpoint
 from opid_rllib.sft.demos import Demo
 from opid_rllib.sft.progress import Progress
 from opid_rllib.token_logprobs import pack, response_logprobs
 
 STATS_FILE = "sft_stats.json"
-SFT_DTYPES = ("float32", "bfloat16")  # compute dtypes of train_sft; the weights stay fp32 either way
 
 # ---- tokenization -------------------------------------------------------------------------------
 def encode_response(tokenizer, response: str) -> list[int]:
@@ -143,8 +143,8 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
                          ("lr", lr, float(lr) > 0), ("max_prompt_len", max_prompt_len, int(max_prompt_len) >= 16)):
         if not ok:
             raise ValueError(f"{key}={val}: invalid (epochs/batch_size >= 1, lr > 0, max_prompt_len >= 16)")
-    if dtype not in SFT_DTYPES:
-        raise ValueError(f"dtype={dtype!r}: use one of {SFT_DTYPES} (float16 would need loss scaling)")
+    if dtype not in SFT_DTYPE_NAMES:
+        raise ValueError(f"dtype={dtype!r}: use one of {SFT_DTYPE_NAMES} (float16 would need loss scaling)")
     t_start = time.perf_counter()
     say = log or (lambda _msg: None)
     torch.manual_seed(int(seed))
