@@ -1,7 +1,10 @@
-"""Suite-wide settings: one model/game cache for the whole run, quiet Ray."""
+"""Suite-wide settings (one model/game cache for the whole run, quiet Ray) and shared fixtures."""
 
+import importlib.util
 import os
 from pathlib import Path
+
+import pytest
 
 # Built artefacts (tiny model, generated games) are cached once per checkout, not per test.
 os.environ.setdefault("OPID_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".cache" / "opid"))
@@ -14,8 +17,33 @@ def pytest_collection_modifyitems(config, items):
 
     Every Ray test is slow (a local cluster start alone takes seconds); other tests opt in with
     @pytest.mark.slow. CI runs everything."""
-    import pytest
-
     for item in items:
         if item.get_closest_marker("ray") is not None and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread: on a busy 2-core box two threads are several times slower for this tiny
+    model (the CLI's --torch-threads sets it process-wide, so restore it afterwards)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _load_bench(name: str):
+    """bench/NAME.py as a module: bench/ holds scripts, not a package."""
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def bench_module():
+    """The loader of bench/ scripts: `bench_module("learning")`."""
+    return _load_bench

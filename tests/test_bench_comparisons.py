@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("bench_comparisons", REPO / "bench" / "comparisons.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _res(per_seed_all: dict, agree: dict | None = None, teacher: tuple | None = None, base="runs/x/stage5",
@@ -26,8 +18,8 @@ def _res(per_seed_all: dict, agree: dict | None = None, teacher: tuple | None = 
     return res
 
 
-def test_rows_pair_each_arm_with_grpo_on_the_same_seed_and_merge_rereports(tmp_path, capsys):
-    cmp = _load()
+def test_rows_pair_each_arm_with_grpo_on_the_same_seed_and_merge_rereports(tmp_path, capsys, bench_module):
+    cmp = bench_module("comparisons")
     T = "opid:" + cmp.T_SETTINGS
     a = _res({"grpo": {"0": 4.0, "1": 2.0}, T: {"0": 6.0, "1": 1.0}, "base (no RL)": {"0": 5.0, "1": 5.0}},
              agree={"grpo": {"0": 20.0, "1": 22.0}, T: {"0": 25.0, "1": 21.0}}, teacher=(4.76, 70.63))
@@ -54,9 +46,9 @@ def test_rows_pair_each_arm_with_grpo_on_the_same_seed_and_merge_rereports(tmp_p
     assert cmp.rows_of("s.json", seen)[0]["file"] == "s.json (alfworld/valid_seen@v1)"  # never mixed in silently
 
 
-def test_the_readme_ledger_is_what_the_script_prints_from_the_repos_results(capsys):
+def test_the_readme_ledger_is_what_the_script_prints_from_the_repos_results(capsys, bench_module):
     """The README's table of every comparison must be regenerated when a results file changes."""
-    cmp = _load()
+    cmp = bench_module("comparisons")
     assert cmp.main([]) == 0
     table = capsys.readouterr().out.split("\n\n")[0].strip()
     assert table.count("\n") >= 10, table  # one line per arm of a dozen results files

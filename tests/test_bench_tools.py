@@ -1,0 +1,242 @@
+"""bench/ helpers the README's studies rely on: bench/learning.py's plots, summary, variants, cost, headroom,
+dtype and shard rules; bench/take_errors.py, bench/repeats.py and bench/dtype_speed.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def test_std_bands_stay_inside_the_valid_range(tmp_path, bench_module):
+    """Success-rate bands (mean +- std over seeds) never leave [0, 100] %: neither the pure helper nor
+    the bands and error bars bench/learning.py draws into learning.png."""
+    pytest.importorskip("matplotlib")
+    import numpy as np
+    from matplotlib.collections import LineCollection, PolyCollection
+
+    from opid_rllib.report.plots import clip_band, clipped_yerr
+
+    lo, hi = clip_band([2.0, 50.0, 97.0], [5.0, 5.0, 5.0])
+    assert lo.tolist() == [0.0, 45.0, 92.0] and hi.tolist() == [7.0, 55.0, 100.0]
+    assert clipped_yerr([2.0], [5.0]).tolist() == [[2.0], [5.0]]
+
+    learning = bench_module("learning")
+    runs = [{"variant": "grpo", "seed": s, "iters": [{"train_success": v} for v in curve],
+             "table": {"success_pct": {"All": all_}}}
+            for s, (curve, all_) in enumerate([([0.0, 0.0, 1.0], 0.0), ([0.0, 0.0, 1.0], 0.0), ([0.6, 0.0, 0.4], 9.0)])]
+    base = [{"success_pct": {"All": v}} for v in (0.0, 0.0, 6.0)]  # 3 seeds: mean - std < 0 unclipped
+    fig = learning.plot(runs, base, str(tmp_path / "learning.png"))
+    assert (tmp_path / "learning.png").stat().st_size > 0
+    ax1, ax2 = fig.axes
+    band = [c for c in ax1.collections if isinstance(c, PolyCollection)]
+    assert band, "no std band drawn"
+    ys = np.concatenate([p.vertices[:, 1] for c in band for p in c.get_paths()])
+    assert ys.min() >= 0.0 and ys.max() <= 100.0, (ys.min(), ys.max())
+    bars = np.concatenate([np.asarray(seg)[:, 1] for c in ax2.collections if isinstance(c, LineCollection)
+                           for seg in c.get_segments()])
+    assert bars.size and bars.min() >= 0.0, bars.min()
+
+
+def test_long_variant_names_get_short_plot_labels_spelled_out_below(tmp_path, bench_module):
+    """A study's variant strings run to 100+ characters: the plot labels them by letter and preset and
+    spells each one out under the figure (the tick labels overlapped into one smear before)."""
+    pytest.importorskip("matplotlib")
+    report = bench_module("learning_report")
+    long_v = "opid:w_ep=0.3+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true"
+    short = report.short_labels(["grpo", "opid", long_v, long_v + "+shuffle_skills=true", "no_step_skill:w_ep=1"])
+    assert list(short.values()) == ["grpo", "opid", "C opid", "D opid", "E no_step_skill"]
+    runs = [{"variant": v, "seed": 0, "iters": [{"train_success": 0.0}], "table": {"success_pct": {"All": 1.0}}}
+            for v in ("grpo", long_v)]
+    fig = report.plot(runs, [{"success_pct": {"All": 0.0}}], str(tmp_path / "learning.png"))
+    ax1, ax2 = fig.axes
+    assert [t.get_text() for t in ax2.get_xticklabels()] == ["base", "grpo", "B opid"]
+    assert [t.get_text() for t in ax1.get_legend().get_texts()] == ["grpo", "B opid"]
+    assert [t.get_text() for t in fig.texts] == [f"B = {long_v}"]
+
+
+def test_learning_summary_is_the_paired_mean_over_seeds(bench_module):
+    """bench/learning.py's summary: (variant - GRPO) on All per seed both ran, averaged; the names the
+    README and bench/results/learning.json quote."""
+    learning = bench_module("learning")
+    cells = {("grpo", 0): 10.0, ("grpo", 1): 4.0, ("opid", 0): 16.0, ("opid", 1): 2.0, ("opid", 2): 50.0,
+             ("opid_shuffled", 0): 9.0, ("opid_shuffled", 1): 6.0}
+    runs = [{"variant": v, "seed": s, "table": {"success_pct": {"All": x}}} for (v, s), x in cells.items()]
+    got = learning.summary(runs)
+    assert got["opid_minus_grpo_all"] == pytest.approx(2.0)  # (+6 - 2) / 2; seed 2 has no GRPO run
+    assert got["shuffled_minus_grpo_all"] == pytest.approx(0.5)  # (-1 + 2) / 2
+    assert learning.summary(runs[:2])["opid_minus_grpo_all"] is None
+    assert got["minus_grpo_all_by_variant"] == {"opid": pytest.approx(2.0), "opid_shuffled": pytest.approx(0.5)}
+    named = learning.summary(runs, opid="opid_shuffled", shuffled="opid")
+    assert named["opid_minus_grpo_all"] == pytest.approx(0.5) and named["opid_variant"] == "opid_shuffled"
+    # expert agreement pairs the same way; a run cached before the metric existed is left out, not read as 0
+    assert got["minus_grpo_agreement_by_variant"] == {"opid": None, "opid_shuffled": None}
+    for r, agree in zip(runs, (20.0, 18.0, 25.5, None, 30.0, 19.0, None)):
+        if agree is not None:
+            r["table"]["expert_agreement_pct"] = agree
+    got = learning.summary(runs)["minus_grpo_agreement_by_variant"]
+    assert got == {"opid": pytest.approx(5.5), "opid_shuffled": pytest.approx(-1.0)}  # seed 0 only for both
+    # the figures of the on-plan study: a mean quoted with the panel's 2 decimals, not 0.4999999999999994
+    pairs = [(18.12, 20.05), (21.48, 22.65), (17.13, 15.53)]
+    made = [{"variant": v, "seed": s, "table": {"success_pct": {"All": 0.0}, "expert_agreement_pct": a}}
+            for s, (g, o) in enumerate(pairs) for v, a in (("grpo", g), ("opid", o))]
+    assert learning.summary(made)["minus_grpo_agreement_by_variant"]["opid"] == 0.5
+    text = learning.table_text({"grpo": [dict(r["table"], columns=["All"]) for r in runs[:2]]}).splitlines()
+    assert text[0].split() == ["variant", "All", "Agree%"] and text[1].split() == ["grpo", "7.0+-3.0", "19.0+-1.0"]
+
+
+def test_learning_variants_take_analyzer_options(bench_module):
+    learning = bench_module("learning")
+    name, over = learning.parse_variant("opid:w_step=1+analyzer.on_plan_step_skills=3+w_ep=0")
+    assert name == "opid" and over == {"step_skill_adv_weight": 1, "episode_skill_adv_weight": 0,
+                                       "analyzer_config": {"on_plan_step_skills": 3}}
+    assert learning.parse_variant("grpo:invalid_action_source=env") == ("grpo", {"invalid_action_source": "env"})
+    with pytest.raises(SystemExit, match="'w=abc': value must be a number"):
+        learning.parse_variant("opid:w=abc")  # a numeric setting keeps refusing words before any run starts
+
+
+def test_learning_results_say_what_the_runs_cost_even_from_the_cache(bench_module):
+    """run_seconds sums each run's own train/eval seconds: a report that only reads cached runs (its own wall
+    time near 0) still states the study's cost."""
+    learning = bench_module("learning")
+    runs = [{"variant": "grpo", "seed": 0, "train_s": 500.04, "eval_s": 250.0},
+            {"variant": "opid:w=0.1", "seed": 1, "train_s": 610.0, "eval_s": 240.5}]
+    got = learning.run_seconds(runs)
+    assert got["all_runs_s"] == pytest.approx(1600.5)
+    assert got["per_run"]["opid:w=0.1 s1"] == {"train_s": 610.0, "eval_s": 240.5}
+
+
+def test_learning_headroom_read_from_the_same_oracle_play_only(tmp_path, bench_module):
+    """--headroom-results: opid-eval's results.json of the base's oracle play is read instead of playing the
+    panel again, and refused, naming the setting, where that play differs from the one this run would make."""
+    import argparse
+
+    learning = bench_module("learning")
+    args = argparse.Namespace(headroom_panel="alfworld/valid_unseen@v1", eval_temperature=0.4, eval_max_steps=30,
+                              history_length=2, max_new_tokens=48, max_prompt_len=1024, dtype="float32",
+                              env_config={"expert": "sweep"}, headroom_results=str(tmp_path / "results.json"))
+    config = {"panel": "alfworld/valid_unseen@v1", "skills": "oracle", "seed": 0, "temperature": 0.4,
+              "max_steps": 30, "history_length": 2, "max_new_tokens": 48, "max_prompt_len": 1024, "dtype": "float32",
+              "env_config": {"split": "valid_unseen", "expert": "sweep", "max_steps": 30}}
+    played = {"config": config, "counts": {"episodes": 126}, "table": {"success_pct": {"All": 4.76}},
+              "teacher_table": {"success_pct": {"All": 70.63}}, "headroom": {"All": 65.87}}
+    (tmp_path / "results.json").write_text(json.dumps(played))
+    got = learning.base_headroom("unused-model-path", args)
+    assert got == {k: played[k] for k in ("table", "teacher_table", "headroom")}
+    for key, other in (("max_prompt_len", 2048), ("skills", "none"), ("env_config", {"expert": "handcoded"}),
+                       ("dtype", "bfloat16")):
+        (tmp_path / "results.json").write_text(json.dumps(dict(played, config=dict(config, **{key: other}))))
+        with pytest.raises(SystemExit, match=key):
+            learning.base_headroom("unused-model-path", args)
+
+
+def test_learning_keeps_one_compute_dtype_per_output_folder(tmp_path, bench_module):
+    """Runs are cached by variant and seed: a bf16 study must not read (or mix with) a folder's fp32 runs."""
+    learning = bench_module("learning")
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    learning.check_dtype(str(fresh), "bfloat16")
+    assert (fresh / "dtype").read_text().strip() == "bfloat16"
+    learning.check_dtype(str(fresh), "bfloat16")
+    with pytest.raises(SystemExit, match="--dtype float32:.*holds bfloat16 runs"):
+        learning.check_dtype(str(fresh), "float32")
+    old = tmp_path / "old"  # a study folder from before --dtype: its runs are float32
+    (old / "runs").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="--dtype bfloat16:.*holds float32 runs"):
+        learning.check_dtype(str(old), "bfloat16")
+    learning.check_dtype(str(old), "float32")
+    assert (old / "dtype").read_text().strip() == "float32"
+
+
+def test_take_errors_split_what_the_policy_did_where_the_expert_takes(tmp_path, bench_module):
+    """bench/take_errors.py: at steps whose expert_next is a take, the policy's command is the same, a take
+    of the same object class, of another class, or another command; other steps are not counted."""
+    te = bench_module("take_errors")
+    take = "take book 1 from bed 1"
+    ep = {"actions": [take, "take book 2 from bed 1", "take pen 1 from bed 1", "go to desk 1", "go to bed 1"],
+          "expert_next": [take, take, take, take, "go to desk 1"]}
+    assert te.take_outcomes([ep]) == {"take_states": 4, "same": 1, "same_class": 1, "other_class": 1,
+                                      "other_kind": 1}
+    (tmp_path / "episodes.jsonl").write_text(json.dumps(ep) + "\n")
+    assert te.main([str(tmp_path), "--json", str(tmp_path / "t.json")]) == 0
+    assert json.loads((tmp_path / "t.json").read_text()) == {"student": te.take_outcomes([ep])}
+
+
+def test_repeats_count_commands_equal_to_the_step_before(tmp_path, bench_module):
+    """bench/repeats.py: a step repeats when its command equals the previous one (whitespace aside); an episode
+    counts when it holds 3 equal commands in a row; the teacher's file is read when opid-eval wrote one."""
+    rp = bench_module("repeats")
+    loop = {"actions": ["go to drawer 1", "go to  drawer 1", "go to drawer 1", "open drawer 1", "open drawer 1"]}
+    fine = {"actions": ["go to desk 1", "take pen 1 from desk 1", "go to desk 1", "go to shelf 1"]}
+    got = rp.repeat_stats([loop, fine])
+    assert (got["steps"], got["repeat_steps"], got["repeat_step_pct"]) == (9, 3, 33.3)
+    assert got["episodes_with_run_pct"] == 50.0 and got["repeats_by_kind"] == {"go to": 2, "open": 1}
+    assert rp.repeat_stats([{"actions": []}])["repeat_step_pct"] == 0.0
+    (tmp_path / "episodes.jsonl").write_text(json.dumps(loop) + "\n")
+    (tmp_path / "teacher_episodes.jsonl").write_text(json.dumps(fine) + "\n")
+    assert rp.main([str(tmp_path), "--json", str(tmp_path / "r.json")]) == 0
+    assert json.loads((tmp_path / "r.json").read_text()) == {"student": rp.repeat_stats([loop]),
+                                                             "teacher": rp.repeat_stats([fine])}
+    with pytest.raises(SystemExit, match="no episodes.jsonl"):
+        rp.main([str(tmp_path / "empty")])
+
+
+@pytest.mark.slow  # two SFT epochs and four panel games: ~20 s
+def test_dtype_speed_times_both_dtypes_side_by_side(tmp_path, one_thread, bench_module):
+    """bench/dtype_speed.py: the same SFT epoch and panel games at float32 and bfloat16, interleaved; the JSON
+    holds a row per part and dtype, ratios to float32, each run's figures (bf16 SFT learns too)."""
+    dtype_speed = bench_module("dtype_speed")
+    out = tmp_path / "speed.json"
+    assert dtype_speed.main(["--model", "tiny", "--parts", "sft,play", "--rounds", "1", "--sft-tasks", "1",
+                             "--play-episodes", "2", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["part"], r["dtype"]) for r in rows] == [("sft", "float32"), ("sft", "bfloat16"),
+                                                      ("play", "float32"), ("play", "bfloat16")]
+    assert rows[0]["ratio_to_first"] == 1.0 and all(r["median_s"] > 0 for r in rows)
+    assert all(r["runs"][0]["final_eval_loss"] > 0 for r in rows[:2])
+    assert all(r["runs"][0]["won"] >= 0 and r["runs"][0]["steps"] > 0 for r in rows[2:])
+    with pytest.raises(SystemExit):
+        dtype_speed.main(["--model", "tiny", "--dtypes", "float32,float64"])
+
+
+def test_learning_shards_take_the_next_unclaimed_job(tmp_path, bench_module):
+    """`bench/learning.py --shard i/n`: a job another live process has claimed is skipped, the claim of a process
+    that is gone (a crashed shard) is taken over, and a finished job leaves no claim behind."""
+    import os
+    import subprocess
+    import sys
+
+    learning = bench_module("learning")
+    job = str(tmp_path / "runs" / "grpo-s0.json")
+    assert learning.claim(job) and not learning.claim(job)  # ours now: a second taker (any process) is refused
+    learning.release(job)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "runs" / "grpo-s0.json.claim").write_text(f"{holder.pid}\n")
+        assert not learning.claim(job)  # a live shard holds it
+    finally:
+        holder.kill()
+        holder.wait()
+    assert learning.claim(job)  # its holder is gone: taken over
+    assert (tmp_path / "runs" / "grpo-s0.json.claim").read_text().strip() == str(os.getpid())
+    learning.release(job)
+    assert not (tmp_path / "runs" / "grpo-s0.json.claim").exists()
+
+    # the shard loop: finished jobs are read, a job a live shard holds is left to it (training it here would fail:
+    # the base is not a model)
+    out = tmp_path / "study"
+    (out / "runs").mkdir(parents=True)
+    (out / "runs" / "base-s0.json").write_text(json.dumps({"success_pct": {"All": 2.0}}))
+    (out / "runs" / "grpo-s0.json").write_text(json.dumps(
+        {"variant": "grpo", "seed": 0, "iters": [{"train_success": 0.1}], "table": {"success_pct": {"All": 1.0}},
+         "train_s": 1.0, "eval_s": 1.0}))
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (out / "runs" / "opid-s0.json.claim").write_text(f"{holder.pid}\n")
+        argv = ["--base", str(tmp_path / "no-model"), "--variants", "grpo,opid", "--seeds", "0", "--out", str(out),
+                "--torch-threads", "0"]
+        assert learning.main(argv + ["--shard", "0/2"]) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not (out / "runs" / "opid-s0.json").exists() and (out / "runs" / "opid-s0.json.claim").exists()
