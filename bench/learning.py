@@ -25,7 +25,6 @@ the other has not claimed; a last call without --shard then only reads the cache
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
@@ -34,6 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # learning_report, also when imported by path
 from learning_report import delta_text, paired_text, plot, run_seconds, summary, table_text  # noqa: E402
+from run_cache import cached, check_dtype, claim, release  # noqa: E402
 
 from opid_rllib.settings import SFT_DTYPE_NAMES  # noqa: E402  (the warm start's dtypes bound the bench's)
 from opid_rllib.cli import json_object_arg  # noqa: E402
@@ -201,64 +201,8 @@ def train_and_eval(base: str, spec: str, seed: int, args) -> dict:
             "table": table}
 
 
-def cached(path: str, fn):
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
-    out = fn()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1, default=float)
-    return out
-
-
-def claim(path: str) -> bool:
-    """Take the job whose result goes to `path` for this process: a claim file made with O_EXCL, holding our pid.
-    False while another live process holds it; the claim of a process that is gone (a crashed shard) is taken."""
-    lock = path + ".claim"
-    os.makedirs(os.path.dirname(lock), exist_ok=True)
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            try:
-                with open(lock) as f:
-                    pid = int(f.read().strip() or 0)
-                os.kill(pid, 0)  # raises ProcessLookupError when the holder is gone
-                return False
-            except PermissionError:  # alive, another user's
-                return False
-            except (ProcessLookupError, ValueError, OSError):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(lock)
-                continue
-        with os.fdopen(fd, "w") as f:
-            f.write(f"{os.getpid()}\n")
-        return True
-    return False
-
-
-def release(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(path + ".claim")
-
-
 def run_dir_of(args, variant: str, seed: int) -> str:
     return os.path.join(args.out, "runs", f"{variant.replace(':', '_').replace('+', '_')}-s{seed}")
-
-
-def check_dtype(out: str, dtype: str) -> None:
-    """Runs are cached by variant and seed only, so one --out holds the runs of one compute dtype (OUT/dtype;
-    a folder with runs and no marker predates --dtype: float32)."""
-    marker = os.path.join(out, "dtype")
-    have = "float32" if os.path.isdir(os.path.join(out, "runs")) else None
-    if os.path.exists(marker):
-        with open(marker) as f:
-            have = f.read().strip()
-    if have is not None and have != dtype:
-        raise SystemExit(f"--dtype {dtype}: {out} holds {have} runs; give another --out")
-    with open(marker, "w") as f:
-        f.write(dtype + "\n")
 
 
 def zero_signal_fraction(run_dir: str) -> float | None:

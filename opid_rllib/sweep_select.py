@@ -60,3 +60,20 @@ def ranking_text(sel: dict) -> str:
     else:
         lines.append("best: " + ", ".join(f"{k}={v}" for k, v in sorted(sel["best"].items())))
     return "\n".join(lines)
+
+
+def seed_trials(cfg, num_samples: int) -> int:
+    """Give every trial a seed; returns the num_samples to hand Tune.
+
+    Why: RLlib leaves `seed` None (unseeded) unless told, and a tuned example's config never set it, so two runs of
+    one sweep ranked its points on different draws (two runs of the same study selected different weights).
+    Where nothing set it, the seed is --seed's documented default, 0. With num_samples = N > 1 a point's N trials
+    get seeds seed .. seed + N - 1 (a grid over `seed`, and Tune's num_samples 1): the repeats differ from each
+    other and a re-run reproduces them. A config that already searches `seed` is left as it is.
+    """
+    seed = 0 if cfg.seed is None else cfg.seed
+    if num_samples > 1 and isinstance(seed, int):
+        cfg.seed = {"grid_search": list(range(seed, seed + num_samples))}
+        return 1
+    cfg.seed = seed
+    return num_samples

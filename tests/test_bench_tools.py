@@ -132,19 +132,19 @@ def test_learning_headroom_read_from_the_same_oracle_play_only(tmp_path, bench_m
 
 def test_learning_keeps_one_compute_dtype_per_output_folder(tmp_path, bench_module):
     """Runs are cached by variant and seed: a bf16 study must not read (or mix with) a folder's fp32 runs."""
-    learning = bench_module("learning")
+    cache = bench_module("run_cache")
     fresh = tmp_path / "fresh"
     fresh.mkdir()
-    learning.check_dtype(str(fresh), "bfloat16")
+    cache.check_dtype(str(fresh), "bfloat16")
     assert (fresh / "dtype").read_text().strip() == "bfloat16"
-    learning.check_dtype(str(fresh), "bfloat16")
+    cache.check_dtype(str(fresh), "bfloat16")
     with pytest.raises(SystemExit, match="--dtype float32:.*holds bfloat16 runs"):
-        learning.check_dtype(str(fresh), "float32")
+        cache.check_dtype(str(fresh), "float32")
     old = tmp_path / "old"  # a study folder from before --dtype: its runs are float32
     (old / "runs").mkdir(parents=True)
     with pytest.raises(SystemExit, match="--dtype bfloat16:.*holds float32 runs"):
-        learning.check_dtype(str(old), "bfloat16")
-    learning.check_dtype(str(old), "float32")
+        cache.check_dtype(str(old), "bfloat16")
+    cache.check_dtype(str(old), "float32")
     assert (old / "dtype").read_text().strip() == "float32"
 
 
@@ -206,20 +206,20 @@ def test_learning_shards_take_the_next_unclaimed_job(tmp_path, bench_module):
     import subprocess
     import sys
 
-    learning = bench_module("learning")
+    cache, learning = bench_module("run_cache"), bench_module("learning")
     job = str(tmp_path / "runs" / "grpo-s0.json")
-    assert learning.claim(job) and not learning.claim(job)  # ours now: a second taker (any process) is refused
-    learning.release(job)
+    assert cache.claim(job) and not cache.claim(job)  # ours now: a second taker (any process) is refused
+    cache.release(job)
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         (tmp_path / "runs" / "grpo-s0.json.claim").write_text(f"{holder.pid}\n")
-        assert not learning.claim(job)  # a live shard holds it
+        assert not cache.claim(job)  # a live shard holds it
     finally:
         holder.kill()
         holder.wait()
-    assert learning.claim(job)  # its holder is gone: taken over
+    assert cache.claim(job)  # its holder is gone: taken over
     assert (tmp_path / "runs" / "grpo-s0.json.claim").read_text().strip() == str(os.getpid())
-    learning.release(job)
+    cache.release(job)
     assert not (tmp_path / "runs" / "grpo-s0.json.claim").exists()
 
     # the shard loop: finished jobs are read, a job a live shard holds is left to it (training it here would fail:

@@ -16,7 +16,7 @@ import time
 from opid_rllib.cli import json_object_arg
 from opid_rllib.cli.run_log import jsonable_result, write_tensorboard
 from opid_rllib.presets import CPU_TINY, PRESETS, apply_preset, model_default
-from opid_rllib.sweep_select import grid_points, searched_keys
+from opid_rllib.sweep_select import grid_points, searched_keys, seed_trials
 
 # What the progress table shows while a run is going.
 PROGRESS_COLUMNS = {
@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(opid_rllib/memory_plan.py)")
     g.add_argument("--checkpoint-freq", type=int, default=0, help="checkpoint every N iterations (0: never)")
     g.add_argument("--checkpoint-at-end", action="store_true", help="checkpoint after the last iteration")
-    g.add_argument("--num-samples", type=int, default=1, help="Tune: trials per point of a config's search space")
+    g.add_argument("--num-samples", type=int, default=1,
+                   help="Tune: trials per point of a config's search space, seeded --seed, --seed + 1, ...")
     g.add_argument("--select-panel", default=None,
                    help="sweeps: rank the points by their final policy's success on this held-out panel (e.g. "
                         "alfworld/valid_seen@v1; implies --checkpoint-at-end) instead of training success")
@@ -302,6 +303,7 @@ def run_experiment(cfg, args=None) -> int:
         from opid_rllib.memory_plan import print_config_plan
 
         return print_config_plan(cfg)
+    num_samples = seed_trials(cfg, 1 if args.no_tune else args.num_samples)
     err = check_args(args) or check_config(cfg) or _selection_error(cfg, args)
     if err:  # before Ray starts and before --output is created
         print(f"opid-train: error: {err}", file=sys.stderr)
@@ -318,7 +320,7 @@ def run_experiment(cfg, args=None) -> int:
         reporter = tune.CLIReporter(metric_columns=PROGRESS_COLUMNS, max_report_frequency=args.tune_max_report_freq)
         tuner = tune.Tuner(
             "OPID", param_space=cfg,
-            tune_config=tune.TuneConfig(num_samples=args.num_samples),
+            tune_config=tune.TuneConfig(num_samples=num_samples),
             run_config=tune.RunConfig(
                 storage_path=output, name=f"{args.preset or 'opid'}-{cfg.env}",
                 stop={"training_iteration": args.stop_iters},

@@ -44,3 +44,27 @@ def test_grid_points_are_every_combination_of_the_grids():
     points = grid_points(cfg)
     assert len(points) == 6 and {(p["episode_skill_adv_weight"], p["step_skill_adv_weight"]) for p in points} == \
         {(e, s) for e in (0.0, 0.1) for s in (0.3, 1.0, 3.0)}
+
+
+def test_every_trial_gets_a_seed_and_repeats_get_their_own():
+    """A tuned example's config leaves RLlib's seed None (unseeded: two runs of one sweep ranked different draws);
+    seed_trials gives it --seed's default 0, and N repeats of a point seeds seed .. seed + N - 1."""
+    import runpy
+    from pathlib import Path
+
+    from ray import tune
+
+    from opid_rllib.sweep_select import grid_points, searched_keys, seed_trials
+
+    example = Path(__file__).resolve().parents[2] / "tuned_examples" / "alfworld_opid_weight_sweep.py"
+    cfg = runpy.run_path(str(example), run_name="x")["config"]
+    assert cfg.seed is None  # what RLlib leaves: the case this guards
+    assert seed_trials(cfg, 1) == 1 and cfg.seed == 0
+    assert searched_keys(cfg) == ["episode_skill_adv_weight", "step_skill_adv_weight"]  # seed 0 is no grid
+
+    cfg.seed = 5  # --seed 5 --num-samples 3: one trial per (point, seed), no two repeats alike
+    assert seed_trials(cfg, 3) == 1 and cfg.seed == {"grid_search": [5, 6, 7]}
+    assert len(grid_points(cfg)) == 9 * 3 and {p["seed"] for p in grid_points(cfg)} == {5, 6, 7}
+
+    cfg.seed = tune.grid_search([1, 2])  # a config that searches seeds itself keeps its grid and the repeats
+    assert seed_trials(cfg, 2) == 2 and cfg.seed == {"grid_search": [1, 2]}

@@ -116,6 +116,8 @@ def test_weight_sweep_example_ranks_its_points_on_a_held_out_panel(tmp_path):
         played = t["selection"]["env_config"]
         assert played["expert"] == "sweep" and played["split"] == "valid_seen" and played["max_steps"] == 2
         assert 0.0 <= t["selection"]["expert_agreement_pct"] <= 100.0
+        with open(os.path.join(t["path"], "result.json")) as f:  # seeded: a re-run ranks the same draws
+            assert json.loads(f.readline())["config"]["seed"] == 0
     assert sel["informative"] and "sweep ranking by alfworld/valid_seen@v1" in p.stdout
 
 
