@@ -1,4 +1,4 @@
-"""Pick a Tune sweep's best point from its training curves, and say when the pick means nothing.
+"""Pick a Tune sweep's best point from its training curves, and say when the pick means nothing; seed its trials.
 
 Why here and not Tune's `ResultGrid.get_best_result`: that returns one trial even when every trial scored the
 same (a sweep of a policy that never wins ranks all points at 0.0 and "picks" the first), and the OPID

@@ -381,7 +381,8 @@ def _selection_error(cfg, args) -> str | None:
     from opid_rllib.sweep_panel import selection_args_error
 
     return selection_args_error(getattr(args, "select_panel", None), getattr(args, "select_episodes", None),
-                                getattr(args, "select_max_steps", None), is_sweep=bool(searched_keys(cfg)), env=cfg.env)
+                                getattr(args, "select_max_steps", None), env=cfg.env,
+                                is_sweep=bool(set(searched_keys(cfg)) - {"seed"}))  # repeats alone: nothing to pick
 
 
 def _get(d, path, default=float("nan")):

@@ -39,6 +39,8 @@ def _run(fn, *a) -> tuple[int, str, str]:
     (["--episode-skill-adv-weight", "-1"], "episode_skill_adv_weight=-1.0: must be >= 0"),
     (["--analyzer", "gpt"], "argument --analyzer: invalid choice: 'gpt'"),
     (["--select-panel", "alfworld/valid_seen@v1"], "--select-panel: only for a sweep"),
+    # repeats of one config (seeds 0..2, seed_trials) are no points to select among
+    (["--num-samples", "3", "--select-panel", "alfworld/valid_seen@v1"], "--select-panel: only for a sweep"),
     (["--select-episodes", "0"], "--select-episodes 0: must be >= 1"),
     (["--select-max-steps", "30"], "--select-max-steps: sizes the --select-panel play; give --select-panel too"),
     (["--analyzer-option", "on_plan_step_skills"], "--analyzer-option 'on_plan_step_skills': must be KEY=VALUE"),
