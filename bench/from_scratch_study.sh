@@ -13,6 +13,7 @@
 #   bash bench/from_scratch_study.sh [OUT_DIR]      # default runs/scratch
 #   DTYPE=bfloat16 bash bench/from_scratch_study.sh runs/scratch_bf16   # bf16 compute (bench/dtype_speed.py)
 #   SEEDS=0 RESULTS=bench/results/learning_scratch.json ...             # seeds of the arms; where the report goes
+#   SWEEP_SAMPLES=2 ...      # seeds per sweep point, ranked on their mean (read by bench/opid_vs_grpo_study.sh)
 set -euo pipefail
 OUT=${1:-runs/scratch}
 DTYPE=${DTYPE:-float32}

@@ -18,6 +18,8 @@
 #   LR=3e-4 SHARDS=2 HEADROOM=OUT/results.json ...   # learning rate of sweep and arms; the arms in two
 #       # one-thread processes side by side; the base's opid-eval --skills oracle play as the headroom table
 #   DTYPE=bfloat16 ...         # compute dtype of the sweep, the arms and their panel plays (default float32)
+#   SWEEP_SAMPLES=2 ...        # each sweep point trained under seeds 0 and 1 and ranked on their mean (a
+#                              # single draw per point can rank the points by luck; default 1)
 #
 # ARMS=all trains GRPO, OPID at the reference weights (the plain `opid` preset, 0.001 each), OPID at the selected
 # weights (BEST), BEST with shuffled skills and BEST without step skills (the episode skill at BEST's w_ep, or at
@@ -34,6 +36,7 @@ PY=${PYTHON:-python}
 SEEDS=${SEEDS:-0}
 GRID=${GRID:-0.01,0.1}
 SWEEP_ITERS=${SWEEP_ITERS:-2}
+SWEEP_SAMPLES=${SWEEP_SAMPLES:-1}
 ITERS=${ITERS:-6}
 SELECT=${SELECT-alfworld/valid_seen@v1}
 MB=${MINIBATCH:-32}
@@ -49,7 +52,7 @@ SIZES=(--max-steps 15 --minibatch-size "$MB" ${LR:+--lr "$LR"} --dtype "$DTYPE")
 case $SHARDS in 1|2) ;; *) echo "SHARDS=$SHARDS: choose 1 or 2" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
 [ -f "$OUT/sweep/sweep.json" ] || "$PY" tuned_examples/alfworld_opid_weight_sweep.py --model "$BASE" \
-  --weight-grid "$GRID" "${SIZES[@]}" --stop-iters "$SWEEP_ITERS" --num-cpus 2 --verbose 1 --output "$OUT/sweep" \
+  --weight-grid "$GRID" "${SIZES[@]}" --stop-iters "$SWEEP_ITERS" --num-samples "$SWEEP_SAMPLES" --num-cpus 2 --verbose 1 --output "$OUT/sweep" \
   ${SELECT:+--select-panel "$SELECT" --select-max-steps 30} --analyzer-option "on_plan_step_skills=$ON_PLAN" \
   --teacher-sample-adv-weight "$TEACHER" --teacher-sample-sft-coeff "$TSFT" --env-kwargs "$ENV_KWARGS"
 read -r W WNS < <("$PY" - "$OUT/sweep/sweep.json" <<'EOF'

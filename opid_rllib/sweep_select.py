@@ -3,8 +3,8 @@
 Why here and not Tune's `ResultGrid.get_best_result`: that returns one trial even when every trial scored the
 same (a sweep of a policy that never wins ranks all points at 0.0 and "picks" the first), and the OPID
 protocol needs to know that the selection was a tie. The score is the metric averaged over every reported
-iteration (Tune's scope="avg"): each iteration is a fresh batch of training tasks, so the mean uses them all.
-Pure functions: unit-testable without Ray.
+iteration (Tune's scope="avg"): each iteration is a fresh batch of training tasks, so the mean uses them all;
+a point run several times (seeds) scores the mean of its repeats. Pure functions: unit-testable without Ray.
 """
 
 from __future__ import annotations
@@ -31,18 +31,35 @@ def trial_score(history: list[float]) -> float:
     return sum(vals) / len(vals) if vals else float("nan")
 
 
-def rank_trials(trials: list[dict], metric: str = "opid/success_rate", scope: str = "mean over iterations") -> dict:
-    """Rank trials ({"params": {...}, "history": [metric per iteration]}) by mean metric, best first.
+# Trials that differ only in these are repeats of one point (Tune --num-samples), never points to choose among.
+REPEAT_KEYS = ("seed",)
 
-    `tied` lists every point whose score equals the best one; `informative` is False when more than one
-    point shares the best score (or none has a score), so a report can say the sweep did not select.
+
+def rank_trials(trials: list[dict], metric: str = "opid/success_rate", scope: str = "mean over iterations") -> dict:
+    """Rank the sweep's points by mean metric, best first, from trials ({"params": {...}, "history": [...]}).
+
+    A point's score is the mean over its repeats (trials whose params differ only in a REPEAT_KEYS key, e.g. the
+    seeds of --num-samples) of each trial's mean metric; `repeats` keeps each trial's own score. Why the mean: a
+    seed is not a setting to select, and ranking repeats separately picks the luckiest draw, not the best point.
+    `tied` lists every point whose score equals the best one; `informative` is False when more than one point
+    shares the best score (or none has a score), so a report can say the sweep did not select.
     """
-    rows = [{"params": dict(t["params"]), "score": trial_score(t.get("history", [])),
-             "iterations": len(t.get("history", []))} for t in trials]
+    points: dict[str, dict] = {}
+    for t in trials:
+        params = {k: v for k, v in t["params"].items() if k not in REPEAT_KEYS}
+        row = points.setdefault(repr(sorted(params.items(), key=lambda kv: kv[0])), {"params": params, "repeats": []})
+        history = t.get("history", [])
+        row["repeats"].append({**{k: t["params"][k] for k in REPEAT_KEYS if k in t["params"]},
+                               "score": trial_score(history), "iterations": len(history)})
+    rows = []
+    for row in points.values():
+        scores = [r["score"] for r in row["repeats"] if not math.isnan(r["score"])]
+        rows.append({"params": row["params"], "score": sum(scores) / len(scores) if scores else float("nan"),
+                     "iterations": max(r["iterations"] for r in row["repeats"]), "repeats": row["repeats"]})
     scored = sorted((r for r in rows if not math.isnan(r["score"])), key=lambda r: -r["score"])
     unscored = [r for r in rows if math.isnan(r["score"])]
     best = scored[0]["score"] if scored else float("nan")
-    tied = [r["params"] for r in scored if r["score"] == best]
+    tied = [r["params"] for r in scored if math.isclose(r["score"], best, rel_tol=1e-9, abs_tol=1e-12)]
     return {"metric": metric, "scope": scope, "ranking": scored + unscored,
             "best": scored[0]["params"] if scored else None, "tied": tied, "informative": len(tied) == 1}
 
@@ -52,7 +69,10 @@ def ranking_text(sel: dict) -> str:
     lines = [f"sweep ranking by {sel['metric']} ({sel['scope']}):"]
     for r in sel["ranking"]:
         params = ", ".join(f"{k}={v}" for k, v in sorted(r["params"].items()))
-        lines.append(f"  {r['score']:.4f}  ({r['iterations']} iters)  {params}")
+        reps = r.get("repeats", [])
+        each = "" if len(reps) < 2 else ("; mean of " + ", ".join(
+            f"{' '.join(f'{k} {x[k]}' for k in REPEAT_KEYS if k in x)}: {x['score']:.4f}" for x in reps))
+        lines.append(f"  {r['score']:.4f}  ({r['iterations']} iters{each})  {params}")
     if sel["best"] is None:
         lines.append("no trial reported the metric: nothing selected")
     elif not sel["informative"]:

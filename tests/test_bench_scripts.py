@@ -93,7 +93,8 @@ def test_the_from_scratch_study_runs_every_stage_in_order_with_its_dtype_and_res
         f"mkdir -p \"$d\"; echo '{sweep}' > \"$d/sweep.json\";; esac\n")
     for f in bin_dir.iterdir():
         f.chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(bin_dir / "python"), "DTYPE": "bfloat16"}
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(bin_dir / "python"), "DTYPE": "bfloat16",
+           "SWEEP_SAMPLES": "2"}
     run = lambda: subprocess.run(["bash", str(ROOT / "bench" / "from_scratch_study.sh"), str(out)],  # noqa: E731
                                  capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=60,
                                  cwd=ROOT)
@@ -105,6 +106,8 @@ def test_the_from_scratch_study_runs_every_stage_in_order_with_its_dtype_and_res
     assert [c.split("--model ")[1].split()[0] for c in sft] == ["tiny", f"{out}/base", f"{out}/stage4"]
     assert "--policy-tasks 300" in sft[1] and "--hint-follow-prob 0 " in sft[2] + " "
     assert all("--dtype bfloat16" in c for c in calls), [c for c in calls if "--dtype bfloat16" not in c]
+    (sweep_call,) = [c for c in calls if "alfworld_opid_weight_sweep.py" in c]
+    assert "--num-samples 2 " in sweep_call and "--select-panel alfworld/valid_seen@v1" in sweep_call
     learning = [c for c in calls if "bench/learning.py" in c]
     assert {c.split("--shard ")[1].split()[0] for c in learning if "--shard" in c} == {"0/2", "1/2"}
     assert f"--headroom-results {out}/headroom5/results.json" in learning[-1]

@@ -128,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--checkpoint-freq", type=int, default=0, help="checkpoint every N iterations (0: never)")
     g.add_argument("--checkpoint-at-end", action="store_true", help="checkpoint after the last iteration")
     g.add_argument("--num-samples", type=int, default=1,
-                   help="Tune: trials per point of a config's search space, seeded --seed, --seed + 1, ...")
+                   help="Tune: trials per point of a config's search space, seeded --seed, --seed + 1, ...; "
+                        "a sweep ranks each point on the mean of its trials")
     g.add_argument("--select-panel", default=None,
                    help="sweeps: rank the points by their final policy's success on this held-out panel (e.g. "
                         "alfworld/valid_seen@v1; implies --checkpoint-at-end) instead of training success")

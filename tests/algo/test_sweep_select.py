@@ -68,3 +68,25 @@ def test_every_trial_gets_a_seed_and_repeats_get_their_own():
 
     cfg.seed = tune.grid_search([1, 2])  # a config that searches seeds itself keeps its grid and the repeats
     assert seed_trials(cfg, 2) == 2 and cfg.seed == {"grid_search": [1, 2]}
+
+
+def test_repeats_of_a_point_are_averaged_not_ranked_apart():
+    """--num-samples 2 runs each point under seeds 0 and 1: the point scores the mean of its seeds, and the luckiest
+    single seed does not win (ranked per trial, w=0.1's seed 1 at 0.5 would beat w=0.01's steady 0.3)."""
+    trials = [{"params": {"w": 0.1, "seed": 0}, "history": [0.0, 0.0]},
+              {"params": {"w": 0.1, "seed": 1}, "history": [0.5, 0.5]},
+              {"params": {"w": 0.01, "seed": 0}, "history": [0.3, 0.3]},
+              {"params": {"w": 0.01, "seed": 1}, "history": [0.2, 0.4]},
+              {"params": {"w": 0.0, "seed": 0}, "history": [0.6]},
+              {"params": {"w": 0.0, "seed": 1}, "history": []}]  # a failed repeat: the point's mean is its other seed
+    sel = rank_trials(trials)
+    assert sel["best"] == {"w": 0.0} and sel["informative"]
+    assert [(r["params"], round(r["score"], 6)) for r in sel["ranking"]] == \
+        [({"w": 0.0}, 0.6), ({"w": 0.01}, 0.3), ({"w": 0.1}, 0.25)]
+    w01 = sel["ranking"][1]
+    assert [(x["seed"], round(x["score"], 6)) for x in w01["repeats"]] == [(0, 0.3), (1, 0.3)]
+    assert "mean of seed 0: 0.3000, seed 1: 0.3000" in ranking_text(sel)
+    # equal means over different seeds are a tie, whatever order the floats were summed in
+    tie = rank_trials([{"params": {"w": w, "seed": s}, "history": [h]}
+                       for w, hs in ((1, (0.1, 0.2, 0.3)), (2, (0.3, 0.2, 0.1))) for s, h in enumerate(hs)])
+    assert not tie["informative"] and tie["tied"] == [{"w": 1}, {"w": 2}]

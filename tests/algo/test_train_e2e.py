@@ -89,7 +89,8 @@ def test_weight_sweep_example_ranks_its_points_on_a_held_out_panel(tmp_path):
     """The package's sweep example, as a user runs it: a grid from --weight-grid, flags on top, every point's
     final policy exported and played on the held-out panel (--select-panel), and sweep.json ranking the points
     by that success while keeping each trial's searched weights and training-success curve; --env-kwargs reaches
-    both the trials' env and the selection play."""
+    both the trials' env and the selection play; --num-samples 2 runs the point under seeds 0 and 1 and ranks the
+    point once, on the mean of the two."""
     import subprocess
     import sys
 
@@ -99,14 +100,18 @@ def test_weight_sweep_example_ranks_its_points_on_a_held_out_panel(tmp_path):
                         "--weight-grid", "0.01", "--stop-iters", "1", "--max-steps", "2", "--tasks-per-iter", "1",
                         "--group-size", "2", "--max-new-tokens", "8", "--num-cpus", "2", "--verbose", "0",
                         "--select-panel", "alfworld/valid_seen@v1", "--select-episodes", "2", "--select-max-steps", "2",
-                        "--env-kwargs", '{"expert": "sweep"}', "--output", str(tmp_path)],
+                        "--env-kwargs", '{"expert": "sweep"}', "--num-samples", "2", "--output", str(tmp_path)],
                        capture_output=True, text=True, env=env, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     sel = json.load(open(tmp_path / "sweep.json"))
     assert sel["metric"] == "alfworld/valid_seen@v1 success % (All)" and len(sel["ranking"]) == 1
-    points = sorted((t["params"]["episode_skill_adv_weight"], t["params"]["step_skill_adv_weight"])
+    points = sorted((t["params"]["episode_skill_adv_weight"], t["params"]["step_skill_adv_weight"], t["params"]["seed"])
                     for t in sel["trials"])
-    assert points == [(0.01, 0.01)]  # a one-point grid: the product of grids is checked in test_train_cli
+    assert points == [(0.01, 0.01, 0), (0.01, 0.01, 1)]  # one point (grids' product: test_train_cli), two seeds
+    (row,) = sel["ranking"]
+    assert row["params"] == sel["best"] == {"episode_skill_adv_weight": 0.01, "step_skill_adv_weight": 0.01}
+    assert [r["seed"] for r in row["repeats"]] == [0, 1]
+    assert row["score"] == sum(t["history"][0] for t in sel["trials"]) / 2
     for t in sel["trials"]:
         assert len(t["training_history"]) == 1 and 0.0 <= t["training_history"][0] <= 1.0
         assert t["selection"]["episodes"] == 2 and "error" not in t["selection"], t["selection"]
@@ -117,7 +122,7 @@ def test_weight_sweep_example_ranks_its_points_on_a_held_out_panel(tmp_path):
         assert played["expert"] == "sweep" and played["split"] == "valid_seen" and played["max_steps"] == 2
         assert 0.0 <= t["selection"]["expert_agreement_pct"] <= 100.0
         with open(os.path.join(t["path"], "result.json")) as f:  # seeded: a re-run ranks the same draws
-            assert json.loads(f.readline())["config"]["seed"] == 0
+            assert json.loads(f.readline())["config"]["seed"] == t["params"]["seed"]
     assert sel["informative"] and "sweep ranking by alfworld/valid_seen@v1" in p.stdout
 
 
