@@ -41,6 +41,7 @@ def rank_trials(trials: list[dict], metric: str = "opid/success_rate", scope: st
     A point's score is the mean over its repeats (trials whose params differ only in a REPEAT_KEYS key, e.g. the
     seeds of --num-samples) of each trial's mean metric; `repeats` keeps each trial's own score. Why the mean: a
     seed is not a setting to select, and ranking repeats separately picks the luckiest draw, not the best point.
+    A repeat with no score (a failed trial) is left out of its point's mean; the ranking text says so.
     `tied` lists every point whose score equals the best one; `informative` is False when more than one point
     shares the best score (or none has a score), so a report can say the sweep did not select.
     """
@@ -72,6 +73,8 @@ def ranking_text(sel: dict) -> str:
         reps = r.get("repeats", [])
         each = "" if len(reps) < 2 else ("; mean of " + ", ".join(
             f"{' '.join(f'{k} {x[k]}' for k in REPEAT_KEYS if k in x)}: {x['score']:.4f}" for x in reps))
+        failed = sum(math.isnan(x["score"]) for x in reps)
+        each += f"; {failed} of {len(reps)} repeats unscored" if failed and len(reps) > 1 else ""
         lines.append(f"  {r['score']:.4f}  ({r['iterations']} iters{each})  {params}")
     if sel["best"] is None:
         lines.append("no trial reported the metric: nothing selected")

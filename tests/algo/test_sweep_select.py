@@ -86,6 +86,7 @@ def test_repeats_of_a_point_are_averaged_not_ranked_apart():
     w01 = sel["ranking"][1]
     assert [(x["seed"], round(x["score"], 6)) for x in w01["repeats"]] == [(0, 0.3), (1, 0.3)]
     assert "mean of seed 0: 0.3000, seed 1: 0.3000" in ranking_text(sel)
+    assert "0.6000  (1 iters; mean of seed 0: 0.6000, seed 1: nan; 1 of 2 repeats unscored)" in ranking_text(sel)
     # equal means over different seeds are a tie, whatever order the floats were summed in
     tie = rank_trials([{"params": {"w": w, "seed": s}, "history": [h]}
                        for w, hs in ((1, (0.1, 0.2, 0.3)), (2, (0.3, 0.2, 0.1))) for s, h in enumerate(hs)])
