@@ -18,6 +18,7 @@ import statistics
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+PROTOCOL_ITERS = 6  # bench/learning.py's default budget; an arm trained longer says so in its label
 UNSEEN = "alfworld/valid_unseen@v1"  # the panel; a study scored elsewhere says where in its file cell
 # T, the teacher-samples arm most studies ran, written out in every variant name: shortened for the table.
 T_SETTINGS = "w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1"
@@ -39,6 +40,11 @@ def _base_of(command: str) -> str:
     return "/".join(Path(m.group(1)).parts[-2:]) if m else "?"
 
 
+def _iters_of(command: str) -> int:
+    m = re.search(r"--iters (\d+)", command or "")
+    return int(m.group(1)) if m else PROTOCOL_ITERS
+
+
 def _all(per_seed: dict, variant: str) -> dict[str, float]:
     return {s: t["All"] for s, t in per_seed.get(variant, {}).items() if t.get("All") is not None}
 
@@ -53,6 +59,8 @@ def rows_of(name: str, res: dict) -> list[dict]:
     td = res.get("teacher_diagnostics") or {}
     headroom = (f"{td['student']['All']:.1f} / {td['teacher']['All']:.1f}"
                 if td.get("student") and td.get("teacher") else "-")
+    iters = _iters_of(res.get("command", ""))
+    longer = "" if iters == PROTOCOL_ITERS else f" ({iters} iterations)"
     rows = []
     for variant in per_seed:
         if variant in ("grpo", "base (no RL)"):
@@ -67,7 +75,7 @@ def rows_of(name: str, res: dict) -> list[dict]:
         rows.append({"file": name if panel == UNSEEN else f"{name} ({panel})",
                      "base": _base_of(res.get("command", "")), "headroom": headroom,
                      "base_all": statistics.mean(base[s] for s in seeds) if all(s in base for s in seeds) else None,
-                     "grpo_all": statistics.mean(grpo[s] for s in seeds), "arm": short_label(variant),
+                     "grpo_all": statistics.mean(grpo[s] for s in seeds), "arm": short_label(variant) + longer,
                      "arm_all": statistics.mean(arm[s] for s in seeds), "minus_grpo": statistics.mean(diffs),
                      "per_seed": diffs, "agreement_minus_grpo": statistics.mean(a_diffs) if a_diffs else None})
     return rows

@@ -42,6 +42,10 @@ def test_rows_pair_each_arm_with_grpo_on_the_same_seed_and_merge_rereports(tmp_p
     out = capsys.readouterr().out
     assert "| a.json, b.json | x/stage5 | 4.8 / 70.6 | 5.0 | 3.0 | T | 3.5 | **+0.5** (+2.0, -1.0) | +2.0 |" in out
     assert "3 arms; best minus GRPO +0.5 (T, a.json, b.json)" in out
+    longer = _res({"grpo": {"0": 4.0, "1": 2.0}, T: {"0": 6.0, "1": 1.0}})  # a's figures, 18 iterations
+    longer["command"] += " --iters 18"
+    assert [r["arm"] for r in cmp.merge_repeats(cmp.rows_of("a.json", a) + cmp.rows_of("l.json", longer))] == \
+        ["T", "T (18 iterations)"]  # another budget: its own row, never merged with the 6-iteration one
     seen = _res({"grpo": {"0": 1.0}, T: {"0": 2.0}}, panel="alfworld/valid_seen@v1")
     assert cmp.rows_of("s.json", seen)[0]["file"] == "s.json (alfworld/valid_seen@v1)"  # never mixed in silently
 
