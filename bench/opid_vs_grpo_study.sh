@@ -52,7 +52,8 @@ SIZES=(--max-steps 15 --minibatch-size "$MB" ${LR:+--lr "$LR"} --dtype "$DTYPE")
 case $SHARDS in 1|2) ;; *) echo "SHARDS=$SHARDS: choose 1 or 2" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
 [ -f "$OUT/sweep/sweep.json" ] || "$PY" tuned_examples/alfworld_opid_weight_sweep.py --model "$BASE" \
-  --weight-grid "$GRID" "${SIZES[@]}" --stop-iters "$SWEEP_ITERS" --num-samples "$SWEEP_SAMPLES" --num-cpus 2 --verbose 1 --output "$OUT/sweep" \
+  --weight-grid "$GRID" "${SIZES[@]}" --stop-iters "$SWEEP_ITERS" --num-samples "$SWEEP_SAMPLES" --num-cpus 2 \
+  --verbose 1 --output "$OUT/sweep" \
   ${SELECT:+--select-panel "$SELECT" --select-max-steps 30} --analyzer-option "on_plan_step_skills=$ON_PLAN" \
   --teacher-sample-adv-weight "$TEACHER" --teacher-sample-sft-coeff "$TSFT" --env-kwargs "$ENV_KWARGS"
 read -r W WNS < <("$PY" - "$OUT/sweep/sweep.json" <<'EOF'

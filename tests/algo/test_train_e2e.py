@@ -61,8 +61,8 @@ def test_two_learners_keep_groups_whole(ray_local, minibatch_size):
         if minibatch_size:  # one optimizer step per row on the rank with more rows, on both ranks
             assert lr["default_policy"]["num_optimizer_steps"] >= 2
         # Both learners applied the same averaged gradient: their weights are identical.
-        w = [r.get() for r in algo.learner_group.foreach_learner(
-            lambda l: float(sum(p.detach().double().sum() for p in l.module["default_policy"].unwrapped().parameters())))]
+        w = [r.get() for r in algo.learner_group.foreach_learner(lambda l: float(
+            sum(p.detach().double().sum() for p in l.module["default_policy"].unwrapped().parameters())))]
         assert len(w) == 2 and w[0] == pytest.approx(w[1], rel=0, abs=1e-6)
         algo.train()  # a second iteration after weight sync to the remote runner
     finally:
