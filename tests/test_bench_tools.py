@@ -240,3 +240,26 @@ def test_learning_shards_take_the_next_unclaimed_job(tmp_path, bench_module):
         holder.kill()
         holder.wait()
     assert not (out / "runs" / "opid-s0.json").exists() and (out / "runs" / "opid-s0.json.claim").exists()
+
+
+def test_selection_vs_unseen_pairs_each_points_repeats_on_both_panels(bench_module, tmp_path, capsys):
+    """bench/selection_vs_unseen.py: a point's selection and main-panel scores are the means over its seeds, points
+    in the sweep's order (best selection score first), the selected one marked; a trial without a policy is left
+    out; a sweep that had no selection play is refused in one line."""
+    import pytest
+
+    mod = bench_module("selection_vs_unseen")
+    w = lambda a, b: {"episode_skill_adv_weight": a, "step_skill_adv_weight": b}  # noqa: E731
+    trials = [{"path": f"t{i}", "params": dict(w(*p), seed=s), "history": [h]}
+              for i, (p, s, h) in enumerate([((0.3, 0.3), 0, 16.7), ((0.3, 0.3), 1, 11.1),
+                                             ((0.03, 0.03), 0, 11.1), ((0.03, 0.03), 1, 15.3), ((0.3, 0.03), 0, 9.7)])]
+    sel = {"best": w(0.3, 0.3), "trials": trials}
+    rows = mod.pair_points(sel, {"t0": 2.4, "t1": 4.0, "t2": 8.7, "t3": 5.6})  # t4: no policy, no main score
+    assert [r["params"] for r in rows] == [w(0.3, 0.3), w(0.03, 0.03)]
+    assert rows[0]["selection"] == [16.7, 11.1] and rows[0]["main"] == [2.4, 4.0] and rows[0]["selected"]
+    assert round(rows[1]["selection_mean"], 6) == 13.2 and round(rows[1]["main_mean"], 6) == 7.15
+    assert not rows[1]["selected"]
+    (tmp_path / "sweep.json").write_text('{"metric": "m", "trials": [{"path": "t", "params": {}, "history": [1]}]}')
+    with pytest.raises(SystemExit):
+        mod.main([str(tmp_path)])
+    assert "no selection play (run the sweep with --select-panel)" in capsys.readouterr().err
