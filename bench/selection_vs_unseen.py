@@ -17,6 +17,7 @@ import statistics
 import sys
 
 from opid_rllib.sweep_panel import _LLM_SETTINGS
+from opid_rllib.sweep_select import REPEAT_KEYS
 
 
 def pair_points(sel: dict, main_all: dict[str, float]) -> list[dict]:
@@ -26,7 +27,7 @@ def pair_points(sel: dict, main_all: dict[str, float]) -> list[dict]:
     for t in sel["trials"]:
         if t["path"] not in main_all or not t.get("history"):
             continue
-        params = {k: v for k, v in t["params"].items() if k != "seed"}
+        params = {k: v for k, v in t["params"].items() if k not in REPEAT_KEYS}  # a point, as the sweep ranked it
         row = points.setdefault(json.dumps(params, sort_keys=True), {"params": params, "selection": [], "main": []})
         row["selection"].append(t["history"][0])
         row["main"].append(main_all[t["path"]])
