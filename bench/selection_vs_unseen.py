@@ -67,7 +67,8 @@ def main(argv=None) -> int:
         p.error(f"{args.sweep_dir}/sweep.json: no selection play (run the sweep with --select-panel)")
     main_all = {}
     for t in sel["trials"]:
-        if os.path.isdir(os.path.join(t["path"], "selection_policy")):
+        # a trial whose selection play failed has no settings to replay and no selection score: left out
+        if "env_config" in t.get("selection", {}) and os.path.isdir(os.path.join(t["path"], "selection_policy")):
             main_all[t["path"]] = play_main_panel(t, args.torch_threads)
             print(f"{t['params']}: selection {t['history']}, main panel All {main_all[t['path']]:.1f}", flush=True)
     rows = pair_points(sel, main_all)

@@ -263,3 +263,8 @@ def test_selection_vs_unseen_pairs_each_points_repeats_on_both_panels(bench_modu
     with pytest.raises(SystemExit):
         mod.main([str(tmp_path)])
     assert "no selection play (run the sweep with --select-panel)" in capsys.readouterr().err
+    (tmp_path / "t" / "selection_policy").mkdir(parents=True)  # exported, but its selection play then failed
+    failed = {"metric": "m", "best": None, "trials": [{"path": str(tmp_path / "t"), "params": {"seed": 0},
+                                                       "history": [], "selection": {"error": "OSError: x"}}]}
+    (tmp_path / "sweep.json").write_text(json.dumps(failed))
+    assert mod.main([str(tmp_path)]) == 0  # nothing to replay: no play, no row, no crash
