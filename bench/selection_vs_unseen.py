@@ -16,23 +16,19 @@ import os
 import statistics
 import sys
 
-from opid_rllib.sweep_panel import _LLM_SETTINGS
-from opid_rllib.sweep_select import REPEAT_KEYS
+from opid_rllib.sweep_panel import play_settings
+from opid_rllib.sweep_select import group_by_point
 
 
 def pair_points(sel: dict, main_all: dict[str, float]) -> list[dict]:
     """Rows per point (best selection score first): selection-panel and main-panel All % per repeat and their means.
     `main_all` maps a trial's path to its main-panel All %; a trial missing there (no policy) is left out."""
-    points: dict[str, dict] = {}
-    for t in sel["trials"]:
-        if t["path"] not in main_all or not t.get("history"):
-            continue
-        params = {k: v for k, v in t["params"].items() if k not in REPEAT_KEYS}  # a point, as the sweep ranked it
-        row = points.setdefault(json.dumps(params, sort_keys=True), {"params": params, "selection": [], "main": []})
-        row["selection"].append(t["history"][0])
-        row["main"].append(main_all[t["path"]])
-    rows = [dict(r, selection_mean=statistics.mean(r["selection"]), main_mean=statistics.mean(r["main"]),
-                 selected=r["params"] == sel.get("best")) for r in points.values()]
+    rows = []
+    for params, group in group_by_point([t for t in sel["trials"] if t["path"] in main_all and t.get("history")]):
+        selection, main = [t["history"][0] for t in group], [main_all[t["path"]] for t in group]
+        rows.append({"params": params, "selection": selection, "main": main,
+                     "selection_mean": statistics.mean(selection), "main_mean": statistics.mean(main),
+                     "selected": params == sel.get("best")})
     return sorted(rows, key=lambda r: -r["selection_mean"])
 
 
@@ -46,12 +42,9 @@ def play_main_panel(trial: dict, torch_threads: int) -> float:
     torch.set_num_threads(torch_threads)
     with open(os.path.join(trial["path"], "result.json")) as f:
         config = json.loads(f.readline())["config"]
-    settings = {k: config[k] for k in _LLM_SETTINGS if config.get(k) is not None}
-    played = trial["selection"]["env_config"]
-    env_kwargs = {k: v for k, v in played.items() if k not in ("split", "max_steps")}
     res = evaluate(panel=MAIN_PANELS[env_name_of(config["env"])], seed=0, progress=False,
-                   temperature=config.get("eval_temperature"), max_steps=played["max_steps"],
-                   llm_model=os.path.join(trial["path"], "selection_policy"), env_kwargs=env_kwargs, **settings)
+                   max_steps=trial["selection"]["env_config"]["max_steps"],  # the selection play's step cap
+                   llm_model=os.path.join(trial["path"], "selection_policy"), **play_settings(config))
     return res["table"]["success_pct"]["All"]
 
 

@@ -52,6 +52,15 @@ def metric_name(panel: str) -> str:
     return f"{panel} success % (All)"
 
 
+def play_settings(config: dict) -> dict:
+    """evaluate() kwargs a trial's policy is played with: its rollout settings (the policy's own prompt layout),
+    its eval temperature, and its env settings (e.g. {"expert": "sweep"}) without its training split and step cap."""
+    return {**{k: config[k] for k in _LLM_SETTINGS if config.get(k) is not None},
+            "temperature": config.get("eval_temperature"),
+            "env_kwargs": {k: v for k, v in (config.get("env_config") or {}).items()
+                           if k not in ("split", "max_steps")}}
+
+
 def score_trial(trial: dict, config: dict, panel: str, *, episodes: int | None = None,
                 max_steps: int | None = None, seed: int = 0) -> dict[str, Any]:
     """Export the trial's final checkpoint to a HF folder beside it and play the panel once (no skills).
@@ -66,14 +75,10 @@ def score_trial(trial: dict, config: dict, panel: str, *, episodes: int | None =
     if not ckpt:
         trial["history"] = []
         return {"panel": panel, "error": "the trial left no checkpoint (did it fail?)"}
-    settings = {k: config[k] for k in _LLM_SETTINGS if config.get(k) is not None}
-    # the trial's env settings (e.g. {"expert": "sweep"}), not its training split and step cap
-    env_kwargs = {k: v for k, v in (config.get("env_config") or {}).items() if k not in ("split", "max_steps")}
     try:
         policy = export_checkpoint(ckpt, os.path.join(trial["path"], "selection_policy"))
-        res = evaluate(panel=panel, episodes=episodes, seed=seed, progress=False,
-                       temperature=config.get("eval_temperature"), llm_model=str(policy), max_steps=max_steps,
-                       env_kwargs=env_kwargs, **settings)
+        res = evaluate(panel=panel, episodes=episodes, seed=seed, progress=False, llm_model=str(policy),
+                       max_steps=max_steps, **play_settings(config))
     except Exception as e:  # noqa: BLE001 - one point's failure leaves it unscored, the sweep goes on
         trial["history"] = []
         return {"panel": panel, "error": f"{type(e).__name__}: {e}"[:500]}

@@ -35,6 +35,15 @@ def trial_score(history: list[float]) -> float:
 REPEAT_KEYS = ("seed",)
 
 
+def group_by_point(trials: list[dict]) -> list[tuple[dict, list[dict]]]:
+    """[(point, its trials)] in first-seen order; a point is a trial's params without the REPEAT_KEYS."""
+    groups: dict[str, tuple[dict, list[dict]]] = {}
+    for t in trials:
+        params = {k: v for k, v in t["params"].items() if k not in REPEAT_KEYS}
+        groups.setdefault(repr(sorted(params.items(), key=lambda kv: kv[0])), (params, []))[1].append(t)
+    return list(groups.values())
+
+
 def rank_trials(trials: list[dict], metric: str = "opid/success_rate", scope: str = "mean over iterations") -> dict:
     """Rank the sweep's points by mean metric, best first, from trials ({"params": {...}, "history": [...]}).
 
@@ -45,18 +54,13 @@ def rank_trials(trials: list[dict], metric: str = "opid/success_rate", scope: st
     `tied` lists every point whose score equals the best one; `informative` is False when more than one point
     shares the best score (or none has a score), so a report can say the sweep did not select.
     """
-    points: dict[str, dict] = {}
-    for t in trials:
-        params = {k: v for k, v in t["params"].items() if k not in REPEAT_KEYS}
-        row = points.setdefault(repr(sorted(params.items(), key=lambda kv: kv[0])), {"params": params, "repeats": []})
-        history = t.get("history", [])
-        row["repeats"].append({**{k: t["params"][k] for k in REPEAT_KEYS if k in t["params"]},
-                               "score": trial_score(history), "iterations": len(history)})
     rows = []
-    for row in points.values():
-        scores = [r["score"] for r in row["repeats"] if not math.isnan(r["score"])]
-        rows.append({"params": row["params"], "score": sum(scores) / len(scores) if scores else float("nan"),
-                     "iterations": max(r["iterations"] for r in row["repeats"]), "repeats": row["repeats"]})
+    for params, group in group_by_point(trials):
+        repeats = [{**{k: t["params"][k] for k in REPEAT_KEYS if k in t["params"]},
+                    "score": trial_score(t.get("history", [])), "iterations": len(t.get("history", []))} for t in group]
+        scores = [r["score"] for r in repeats if not math.isnan(r["score"])]
+        rows.append({"params": params, "score": sum(scores) / len(scores) if scores else float("nan"),
+                     "iterations": max(r["iterations"] for r in repeats), "repeats": repeats})
     scored = sorted((r for r in rows if not math.isnan(r["score"])), key=lambda r: -r["score"])
     unscored = [r for r in rows if math.isnan(r["score"])]
     best = scored[0]["score"] if scored else float("nan")

@@ -16,7 +16,7 @@ import time
 from opid_rllib.cli import json_object_arg
 from opid_rllib.cli.run_log import jsonable_result, write_tensorboard
 from opid_rllib.presets import CPU_TINY, PRESETS, apply_preset, model_default
-from opid_rllib.sweep_select import grid_points, searched_keys, seed_trials
+from opid_rllib.sweep_select import REPEAT_KEYS, grid_points, searched_keys, seed_trials
 
 # What the progress table shows while a run is going.
 PROGRESS_COLUMNS = {
@@ -383,7 +383,8 @@ def _selection_error(cfg, args) -> str | None:
 
     return selection_args_error(getattr(args, "select_panel", None), getattr(args, "select_episodes", None),
                                 getattr(args, "select_max_steps", None), env=cfg.env,
-                                is_sweep=bool(set(searched_keys(cfg)) - {"seed"}))  # repeats alone: nothing to pick
+                                # repeats alone (seeds) are nothing to pick among
+                                is_sweep=bool(set(searched_keys(cfg)) - set(REPEAT_KEYS)))
 
 
 def _get(d, path, default=float("nan")):
