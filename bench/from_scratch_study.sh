@@ -22,13 +22,7 @@ SWEEP='{"expert": "sweep"}'
 case $DTYPE in float32|bfloat16) ;; *) echo "DTYPE=$DTYPE: choose float32 or bfloat16" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
 TIMES=$OUT/timings.tsv
-[ -f "$TIMES" ] || printf 'stage\tseconds\n' > "$TIMES"
-timed() {  # timed NAME CMD...: run CMD, append its wall seconds to timings.tsv
-  local name=$1 t0=$SECONDS
-  shift
-  "$@"
-  printf '%s\t%s\n' "$name" $((SECONDS - t0)) >> "$TIMES"
-}
+. "$(dirname "$0")/timings.sh"
 # the recipe's shared settings: sweep demos (analyzer-worded step skills on half the episodes, recovery states)
 S=(--env alfworld --batch-size 8 --lr 1e-3 --history-length 2 --max-steps 30 --skill-fraction 0.5
    --step-skill-wording analyzer --deviation-prob 0.15 --response-style action --torch-threads 2 --dtype "$DTYPE")

@@ -68,6 +68,21 @@ def test_a_crashed_shard_stops_the_study_before_its_report(crashing_shard, tmp_p
     assert not any("--results" in c for c in calls)
 
 
+def _package_stand_ins(bin_dir, log):
+    """Stand-ins for opid-sft and opid-eval: log their arguments, write the files each leaves (config.json and
+    sft_stats.json under --out, results.json under --output), so a driver's control flow is tested without hours
+    of work."""
+    bin_dir.mkdir()
+    writes = {"opid-sft": 'd=$(arg --out); mkdir -p "$d"; echo {} > "$d/config.json"; echo {} > "$d/sft_stats.json"',
+              "opid-eval": 'd=$(arg --output); mkdir -p "$d"; echo {} > "$d/results.json"'}
+    for name, body in writes.items():
+        (bin_dir / name).write_text(
+            f'#!/bin/bash\necho "{name} $*" >> {log}\n'
+            'arg() { local want=$1; set -- "${ARGS[@]}"; while [ $# -gt 0 ]; do [ "$1" = "$want" ] && '
+            'echo "$2"; shift; done; }\nARGS=("$@")\n' + body + "\n")
+        (bin_dir / name).chmod(0o755)
+
+
 def test_the_from_scratch_study_runs_every_stage_in_order_with_its_dtype_and_resumes(tmp_path):
     """bench/from_scratch_study.sh chains five stages (hours of work); stand-ins for opid-sft, opid-eval and the
     interpreter log their arguments and write the files each stage leaves, so the driver's control flow is what
@@ -77,14 +92,7 @@ def test_the_from_scratch_study_runs_every_stage_in_order_with_its_dtype_and_res
     import sys
 
     out, log, bin_dir = tmp_path / "out", tmp_path / "calls.log", tmp_path / "bin"
-    bin_dir.mkdir()
-    writes = {"opid-sft": 'd=$(arg --out); mkdir -p "$d"; echo {} > "$d/config.json"',
-              "opid-eval": 'd=$(arg --output); mkdir -p "$d"; echo {} > "$d/results.json"'}
-    for name, body in writes.items():
-        (bin_dir / name).write_text(
-            f'#!/bin/bash\necho "{name} $*" >> {log}\n'
-            'arg() { local want=$1; set -- "${ARGS[@]}"; while [ $# -gt 0 ]; do [ "$1" = "$want" ] && '
-            'echo "$2"; shift; done; }\nARGS=("$@")\n' + body + "\n")
+    _package_stand_ins(bin_dir, log)
     sweep = json.dumps({"tied": [{"episode_skill_adv_weight": 0.03, "step_skill_adv_weight": 0.3}],
                         "informative": True})
     (bin_dir / "python").write_text(
@@ -125,3 +133,37 @@ def test_the_from_scratch_study_runs_every_stage_in_order_with_its_dtype_and_res
                        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=30, cwd=ROOT)
     assert p.returncode == 2 and "DTYPE=float16: choose float32 or bfloat16" in p.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_the_smollm2_headroom_driver_warm_starts_smollm2_then_plays_student_and_teacher(tmp_path):
+    """bench/smollm2_headroom.sh: the SFT starts from smollm2-135m with analyzer-worded skills, the play is the
+    oracle headroom on PANEL from that SFT, settings reach both commands, and a second call skips both."""
+    import json
+    import sys
+    out, log, bin_dir = tmp_path / "out", tmp_path / "calls.log", tmp_path / "bin"
+    _package_stand_ins(bin_dir, log)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "TASKS": "7", "EPOCHS": "3", "PANEL": "alfworld/valid_unseen@v1"}
+    run = lambda e: subprocess.run(["bash", str(ROOT / "bench" / "smollm2_headroom.sh"), str(out)],  # noqa: E731
+                                   capture_output=True, text=True, env=e, stdin=subprocess.DEVNULL, timeout=30)
+    p = run(env)
+    assert p.returncode == 0, p.stderr
+    sft, play = log.read_text().splitlines()
+    assert sft.startswith("opid-sft ") and "--model smollm2-135m " in sft and "--step-skill-wording analyzer" in sft
+    assert "--tasks 7 " in sft and "--epochs 3 " in sft and "--skill-fraction 0.5" in sft
+    model = sft.split("--out ")[1].split()[0]
+    assert play.startswith("opid-eval ") and f"--model {model} " in play and "--skills oracle" in play
+    assert "--panel alfworld/valid_unseen@v1 " in play and "--hint-follow-prob" not in play
+    assert all("--dtype bfloat16" in c for c in (sft, play))
+    assert play.split("--output ")[1].split()[0] in p.stdout
+    assert not list(tmp_path.glob("*.json"))  # no RESULTS: no record
+    env.update(RESULTS=str(tmp_path / "record.json"), PYTHON=sys.executable)
+    assert run(env).returncode == 0 and len(log.read_text().splitlines()) == 2  # both outputs exist: skipped
+    record = json.loads((tmp_path / "record.json").read_text())
+    assert record["sft"] == {} and record["play"] == {} and "TASKS=7 EPOCHS=3" in record["command"]
+    rows = [r.split("\t")[0].split()[0] for r in (out / "timings.tsv").read_text().splitlines()]
+    assert rows == ["stage", "sft", "play"]
+    for bad, says in (({"DTYPE": "float16"}, "DTYPE=float16: choose"), ({"PANEL": "webshop/test@v1"}, "PANEL=")):
+        p = subprocess.run(["bash", str(ROOT / "bench" / "smollm2_headroom.sh"), str(tmp_path / "x")],
+                           capture_output=True, text=True, env={**env, **bad}, stdin=subprocess.DEVNULL, timeout=30)
+        assert p.returncode == 2 and says in p.stderr
+        assert not (tmp_path / "x").exists()
