@@ -17,16 +17,16 @@ OUT=${2:-runs/dagger}
 ROUNDS=${3:-2}
 ENV_KW="{\"expert\": \"${4:-handcoded}\"}"
 mkdir -p "$OUT"
-COMMON=(--env alfworld --epochs 2 --lr 1e-3 --batch-size 8 --history-length 2 --max-steps 30 --skill-fraction 0.5
-        --step-skill-wording analyzer --deviation-prob 0.15 --response-style action --torch-threads "${THREADS:-2}"
-        --tasks 100 --policy-tasks 300 --hint-follow-prob 0.5 --env-kwargs "$ENV_KW")
+. "$(dirname "$0")/recipe.sh"
+COMMON=("${SKILL_LITERATE[@]}" --epochs 2 --lr 1e-3 --torch-threads "${THREADS:-2}" --tasks 100 --policy-tasks 300
+        --hint-follow-prob 0.5 --env-kwargs "$ENV_KW")
 prev=$BASE
 for r in $(seq 1 "$ROUNDS"); do
   stage=$((r + 3))  # the base is stage 3
   [ -f "$OUT/stage$stage/config.json" ] || opid-sft "${COMMON[@]}" --model "$prev" --out "$OUT/stage$stage" \
     --seed $((stage - 1))
-  [ -f "$OUT/headroom$stage/results.json" ] || opid-eval --env alfworld --panel alfworld/valid_unseen@v1 \
-    --model "$OUT/stage$stage" --skills oracle --env-kwargs "$ENV_KW" --history-length 2 --max-steps 30 \
-    --max-new-tokens 48 --temperature 0.4 --torch-threads "${THREADS:-2}" --output "$OUT/headroom$stage"
+  [ -f "$OUT/headroom$stage/results.json" ] || opid-eval "${ORACLE_PLAY[@]}" \
+    --panel alfworld/valid_unseen@v1 --model "$OUT/stage$stage" --env-kwargs "$ENV_KW" --max-new-tokens 48 \
+    --torch-threads "${THREADS:-2}" --output "$OUT/headroom$stage"
   prev=$OUT/stage$stage
 done

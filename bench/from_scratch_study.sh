@@ -23,19 +23,18 @@ case $DTYPE in float32|bfloat16) ;; *) echo "DTYPE=$DTYPE: choose float32 or bfl
 mkdir -p "$OUT"
 TIMES=$OUT/timings.tsv
 . "$(dirname "$0")/timings.sh"
+. "$(dirname "$0")/recipe.sh"
 # the recipe's shared settings: sweep demos (analyzer-worded step skills on half the episodes, recovery states)
-S=(--env alfworld --batch-size 8 --lr 1e-3 --history-length 2 --max-steps 30 --skill-fraction 0.5
-   --step-skill-wording analyzer --deviation-prob 0.15 --response-style action --torch-threads 2 --dtype "$DTYPE")
+S=("${SKILL_LITERATE[@]}" --lr 1e-3 --torch-threads 2 --dtype "$DTYPE")
 [ -f "$OUT/base/config.json" ] || timed base opid-sft "${S[@]}" --model tiny --out "$OUT/base" \
   --demonstrator sweep --tasks 330 --seed 11 --epochs 6 --hint-follow-prob 0.5
 [ -f "$OUT/stage4/config.json" ] || timed dagger opid-sft "${S[@]}" --model "$OUT/base" --out "$OUT/stage4" \
   --env-kwargs "$SWEEP" --tasks 100 --policy-tasks 300 --seed 3 --epochs 2 --hint-follow-prob 0.5
 [ -f "$OUT/stage5/config.json" ] || timed stage5 opid-sft "${S[@]}" --model "$OUT/stage4" --out "$OUT/stage5" \
   --demonstrator sweep --tasks 330 --seed 13 --epochs 2 --hint-follow-prob 0
-[ -f "$OUT/headroom5/results.json" ] || timed headroom opid-eval --env alfworld --panel alfworld/valid_unseen@v1 \
-  --model "$OUT/stage5" --skills oracle --env-kwargs "$SWEEP" --history-length 2 --max-steps 30 \
-  --max-new-tokens 48 --max-prompt-len 1024 --temperature 0.4 --torch-threads 2 --dtype "$DTYPE" \
-  --output "$OUT/headroom5"
+[ -f "$OUT/headroom5/results.json" ] || timed headroom opid-eval "${ORACLE_PLAY[@]}" \
+  --panel alfworld/valid_unseen@v1 --model "$OUT/stage5" --env-kwargs "$SWEEP" --max-new-tokens 48 \
+  --max-prompt-len 1024 --torch-threads 2 --dtype "$DTYPE" --output "$OUT/headroom5"
 timed protocol env SEEDS="$SEEDS" ARMS=all GRID=0.03,0.3 LR=3e-4 ON_PLAN=3 NORMALIZE=1 TEACHER_SAMPLES=1 \
   ENV_KWARGS="$SWEEP" SHARDS=2 HEADROOM="$OUT/headroom5/results.json" DTYPE="$DTYPE" \
   bash bench/opid_vs_grpo_study.sh "$OUT/stage5" "$OUT"

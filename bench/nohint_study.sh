@@ -29,12 +29,12 @@ case ${ARMS:-all} in
 esac
 SUFFIX=$([ "$MAX_STEPS" = 15 ] || echo "_ms$MAX_STEPS")
 mkdir -p "$OUT"
-[ -f "$OUT/stage5/config.json" ] || opid-sft --env alfworld --model "$BASE" --out "$OUT/stage5" --demonstrator sweep \
-  --tasks 330 --seed 13 --epochs 2 --lr 1e-3 --batch-size 8 --history-length 2 --max-steps 30 --skill-fraction 0.5 \
-  --step-skill-wording analyzer --deviation-prob 0.15 --response-style action --hint-follow-prob 0 --torch-threads 2
-[ -f "$OUT/headroom5/results.json" ] || opid-eval --env alfworld --panel alfworld/valid_unseen@v1 \
-  --model "$OUT/stage5" --skills oracle --env-kwargs "$SWEEP" --history-length 2 --max-steps 30 --max-new-tokens 48 \
-  --max-prompt-len 1024 --temperature 0.4 --torch-threads 2 --output "$OUT/headroom5"
+. "$(dirname "$0")/recipe.sh"
+[ -f "$OUT/stage5/config.json" ] || opid-sft "${SKILL_LITERATE[@]}" --model "$BASE" --out "$OUT/stage5" \
+  --demonstrator sweep --tasks 330 --seed 13 --epochs 2 --lr 1e-3 --hint-follow-prob 0 --torch-threads 2
+[ -f "$OUT/headroom5/results.json" ] || opid-eval "${ORACLE_PLAY[@]}" \
+  --panel alfworld/valid_unseen@v1 --model "$OUT/stage5" --env-kwargs "$SWEEP" --max-new-tokens 48 \
+  --max-prompt-len 1024 --torch-threads 2 --output "$OUT/headroom5"
 # the base's panel plays do not depend on the training cap: reuse those of the default study where it ran
 if [ -n "$SUFFIX" ]; then
   mkdir -p "$OUT/learning$SUFFIX/runs"

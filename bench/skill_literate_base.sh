@@ -15,13 +15,13 @@ set -euo pipefail
 OUT=${1:-runs/skill_literate}
 PY=${PYTHON:-python}
 mkdir -p "$OUT"
+. "$(dirname "$0")/recipe.sh"
 [ -f "$OUT/stage1/config.json" ] || "$PY" bench/sft_warmstart.py --env alfworld --train-tasks 330 --epochs 2 \
   --budget-s 0 --history-length 2 --torch-threads 1 --out "$OUT/stage1" --json "$OUT/stage1.json"
-COMMON=(--env alfworld --epochs 2 --lr 1e-3 --batch-size 8 --history-length 2 --max-steps 30 --skill-fraction 0.5
-        --step-skill-wording analyzer --deviation-prob 0.15 --response-style action --torch-threads 2)
+COMMON=("${SKILL_LITERATE[@]}" --epochs 2 --lr 1e-3 --torch-threads 2)
 [ -f "$OUT/stage2/config.json" ] || opid-sft "${COMMON[@]}" --model "$OUT/stage1" --out "$OUT/stage2" \
   --tasks 200 --seed 1 --hint-follow-prob 0.5
 [ -f "$OUT/stage3/config.json" ] || opid-sft "${COMMON[@]}" --model "$OUT/stage2" --out "$OUT/stage3" \
   --tasks 150 --seed 2 --hint-follow-prob 1.0
-opid-eval --env alfworld --panel alfworld/valid_unseen@v1 --model "$OUT/stage3" --skills oracle --history-length 2 \
-  --max-steps 30 --max-new-tokens 48 --temperature 0.4 --torch-threads 2 --output "$OUT/headroom"
+opid-eval "${ORACLE_PLAY[@]}" --panel alfworld/valid_unseen@v1 --model "$OUT/stage3" --max-new-tokens 48 \
+  --torch-threads 2 --output "$OUT/headroom"

@@ -30,13 +30,13 @@ PLAY=$SFT-${PANEL//[\/@]/_}
 mkdir -p "$OUT"
 TIMES=$OUT/timings.tsv
 . "$(dirname "$0")/timings.sh"
-[ -f "$SFT/config.json" ] || timed "sft $SFT" opid-sft --env alfworld --model smollm2-135m --out "$SFT" \
-  --demonstrator sweep --tasks "$TASKS" --seed 11 --epochs "$EPOCHS" --lr 1e-4 --batch-size 8 --history-length 2 \
-  --max-steps 30 --skill-fraction 0.5 --step-skill-wording analyzer --deviation-prob 0.15 --response-style action \
-  --hint-follow-prob 0 --torch-threads "$THREADS" --dtype "$DTYPE"
-[ -f "$PLAY/results.json" ] || timed "play $PLAY" opid-eval --env alfworld --panel "$PANEL" --model "$SFT" \
-  --skills oracle --env-kwargs '{"expert": "sweep"}' --history-length 2 --max-steps 30 --max-new-tokens 32 \
-  --max-prompt-len 2048 --temperature 0.4 --torch-threads "$THREADS" --dtype "$DTYPE" --no-progress --output "$PLAY"
+. "$(dirname "$0")/recipe.sh"
+[ -f "$SFT/config.json" ] || timed "sft $SFT" opid-sft "${SKILL_LITERATE[@]}" --model smollm2-135m \
+  --out "$SFT" --demonstrator sweep --tasks "$TASKS" --seed 11 --epochs "$EPOCHS" --lr 1e-4 --hint-follow-prob 0 \
+  --torch-threads "$THREADS" --dtype "$DTYPE"
+[ -f "$PLAY/results.json" ] || timed "play $PLAY" opid-eval "${ORACLE_PLAY[@]}" --panel "$PANEL" \
+  --model "$SFT" --env-kwargs '{"expert": "sweep"}' --max-new-tokens 32 --max-prompt-len 2048 \
+  --torch-threads "$THREADS" --dtype "$DTYPE" --no-progress --output "$PLAY"
 echo "headroom: $PLAY/results.json"
 [ -z "${RESULTS:-}" ] || "${PYTHON:-python3}" - "$SFT/sft_stats.json" "$PLAY/results.json" "$RESULTS" \
   "TASKS=$TASKS EPOCHS=$EPOCHS PANEL=$PANEL DTYPE=$DTYPE THREADS=$THREADS bash bench/smollm2_headroom.sh $OUT" <<'PY'

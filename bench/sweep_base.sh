@@ -18,16 +18,16 @@ STAGES=${3:-2}
 PY=${PYTHON:-python}
 EPOCHS=(3 4 4)
 mkdir -p "$OUT"
+. "$(dirname "$0")/recipe.sh"
 prev=$BASE
 for i in $(seq 0 $((STAGES - 1))); do
   stage=$((i + 6))  # after the DAgger rounds' stages 4 and 5
-  [ -f "$OUT/stage$stage/config.json" ] || opid-sft --env alfworld --model "$prev" --out "$OUT/stage$stage" \
-    --demonstrator sweep --tasks 330 --seed $((stage - 1)) --epochs "${EPOCHS[$i]:-4}" --lr 1e-3 --batch-size 8 \
-    --history-length 2 --max-steps 30 --skill-fraction 0.5 --step-skill-wording analyzer --deviation-prob 0.15 \
-    --response-style action --hint-follow-prob 0.5 --torch-threads 2
-  [ -f "$OUT/headroom$stage/results.json" ] || opid-eval --env alfworld --panel alfworld/valid_unseen@v1 \
-    --model "$OUT/stage$stage" --skills oracle --history-length 2 --max-steps 30 --max-new-tokens 48 \
-    --temperature 0.4 --torch-threads 2 --output "$OUT/headroom$stage"
+  [ -f "$OUT/stage$stage/config.json" ] || opid-sft "${SKILL_LITERATE[@]}" --model "$prev" \
+    --out "$OUT/stage$stage" --demonstrator sweep --tasks 330 --seed $((stage - 1)) --epochs "${EPOCHS[$i]:-4}" \
+    --lr 1e-3 --hint-follow-prob 0.5 --torch-threads 2
+  [ -f "$OUT/headroom$stage/results.json" ] || opid-eval "${ORACLE_PLAY[@]}" \
+    --panel alfworld/valid_unseen@v1 --model "$OUT/stage$stage" --max-new-tokens 48 --torch-threads 2 \
+    --output "$OUT/headroom$stage"
   [ -f "$OUT/fit$stage.json" ] || "$PY" bench/decision_fit.py --model "$OUT/stage$stage" --demonstrator sweep \
     --splits train,valid_unseen --tasks 25 --seed 0 --json "$OUT/fit$stage.json"
   prev=$OUT/stage$stage

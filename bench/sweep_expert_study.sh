@@ -14,12 +14,12 @@ PY=${PYTHON:-python}
 SWEEP='{"expert": "sweep"}'
 T='opid:w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1'
 mkdir -p "$OUT"
-[ -f "$OUT/base/config.json" ] || opid-sft --env alfworld --model tiny --out "$OUT/base" --demonstrator sweep \
-  --tasks 330 --seed 11 --epochs 6 --lr 1e-3 --batch-size 8 --history-length 2 --max-steps 30 --skill-fraction 0.5 \
-  --step-skill-wording analyzer --deviation-prob 0.15 --response-style action --hint-follow-prob 0.5 --torch-threads 2
-[ -f "$OUT/headroom/results.json" ] || opid-eval --env alfworld --panel alfworld/valid_unseen@v1 \
-  --model "$OUT/base" --skills oracle --env-kwargs "$SWEEP" --history-length 2 --max-steps 30 --max-new-tokens 48 \
-  --max-prompt-len 1024 --temperature 0.4 --torch-threads 2 --output "$OUT/headroom"
+. "$(dirname "$0")/recipe.sh"
+[ -f "$OUT/base/config.json" ] || opid-sft "${SKILL_LITERATE[@]}" --model tiny --out "$OUT/base" \
+  --demonstrator sweep --tasks 330 --seed 11 --epochs 6 --lr 1e-3 --hint-follow-prob 0.5 --torch-threads 2
+[ -f "$OUT/headroom/results.json" ] || opid-eval "${ORACLE_PLAY[@]}" \
+  --panel alfworld/valid_unseen@v1 --model "$OUT/base" --env-kwargs "$SWEEP" --max-new-tokens 48 \
+  --max-prompt-len 1024 --torch-threads 2 --output "$OUT/headroom"
 A=(--base "$OUT/base" --env-config "$SWEEP" --variants "grpo,$T" --seeds "$SEEDS" --iters 6 --max-steps 15
    --minibatch-size 32 --torch-threads 1 --lr 3e-4 --opid-variant "$T" --out "$OUT/learning"
    --headroom-panel alfworld/valid_unseen@v1 --headroom-results "$OUT/headroom/results.json")

@@ -1,8 +1,10 @@
 """The README's numbers come from bench/ commands: every bench script it names must exist and parse, and the
 study drivers that need a base must say so instead of starting an hour of work on a missing path."""
 
+import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,9 +71,9 @@ def test_a_crashed_shard_stops_the_study_before_its_report(crashing_shard, tmp_p
 
 
 def _package_stand_ins(bin_dir, log):
-    """Stand-ins for opid-sft and opid-eval: log their arguments, write the files each leaves (config.json and
-    sft_stats.json under --out, results.json under --output), so a driver's control flow is tested without hours
-    of work."""
+    """Stand-ins for opid-sft, opid-eval and the interpreter: log their arguments, write the files each leaves
+    (config.json and sft_stats.json under --out, results.json under --output, the sweep's selection), so a
+    driver's control flow is tested without hours of work."""
     bin_dir.mkdir()
     writes = {"opid-sft": 'd=$(arg --out); mkdir -p "$d"; echo {} > "$d/config.json"; echo {} > "$d/sft_stats.json"',
               "opid-eval": 'd=$(arg --output); mkdir -p "$d"; echo {} > "$d/results.json"'}
@@ -81,6 +83,17 @@ def _package_stand_ins(bin_dir, log):
             'arg() { local want=$1; set -- "${ARGS[@]}"; while [ $# -gt 0 ]; do [ "$1" = "$want" ] && '
             'echo "$2"; shift; done; }\nARGS=("$@")\n' + body + "\n")
         (bin_dir / name).chmod(0o755)
+    # the interpreter: `python -` runs for real (the drivers' inline readers); a script call is logged, and the
+    # sweep and the tiny warm start leave the files the drivers read next
+    sweep = json.dumps({"tied": [{"episode_skill_adv_weight": 0.03, "step_skill_adv_weight": 0.3}],
+                        "informative": True})
+    (bin_dir / "python").write_text(
+        f'#!/bin/bash\n[ "$1" = - ] && exec {sys.executable} "$@"\necho "python $*" >> {log}\n'
+        'out() { local flag=$1; shift; echo "$*" | sed "s/.*$flag \\([^ ]*\\).*/\\1/"; }\n'
+        f'case "$*" in *alfworld_opid_weight_sweep.py*) d=$(out --output "$@"); mkdir -p "$d"; '
+        f"echo '{sweep}' > \"$d/sweep.json\";;\n"
+        '  *sft_warmstart.py*) d=$(out --out "$@"); mkdir -p "$d"; echo {} > "$d/config.json";; esac\n')
+    (bin_dir / "python").chmod(0o755)
 
 
 def test_the_from_scratch_study_runs_every_stage_in_order_with_its_dtype_and_resumes(tmp_path):
@@ -88,19 +101,9 @@ def test_the_from_scratch_study_runs_every_stage_in_order_with_its_dtype_and_res
     interpreter log their arguments and write the files each stage leaves, so the driver's control flow is what
     is tested: stage order, each model feeding the next, DTYPE reaching every command, timings.tsv, and a second
     call skipping what exists."""
-    import json
-    import sys
 
     out, log, bin_dir = tmp_path / "out", tmp_path / "calls.log", tmp_path / "bin"
     _package_stand_ins(bin_dir, log)
-    sweep = json.dumps({"tied": [{"episode_skill_adv_weight": 0.03, "step_skill_adv_weight": 0.3}],
-                        "informative": True})
-    (bin_dir / "python").write_text(
-        f'#!/bin/bash\n[ "$1" = - ] && exec {sys.executable} "$@"\necho "python $*" >> {log}\n'
-        'case "$*" in *alfworld_opid_weight_sweep.py*) d=$(echo "$*" | sed "s/.*--output \\([^ ]*\\).*/\\1/"); '
-        f"mkdir -p \"$d\"; echo '{sweep}' > \"$d/sweep.json\";; esac\n")
-    for f in bin_dir.iterdir():
-        f.chmod(0o755)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(bin_dir / "python"), "DTYPE": "bfloat16",
            "SWEEP_SAMPLES": "2"}
     run = lambda: subprocess.run(["bash", str(ROOT / "bench" / "from_scratch_study.sh"), str(out)],  # noqa: E731
@@ -138,8 +141,6 @@ def test_the_from_scratch_study_runs_every_stage_in_order_with_its_dtype_and_res
 def test_the_smollm2_headroom_driver_warm_starts_smollm2_then_plays_student_and_teacher(tmp_path):
     """bench/smollm2_headroom.sh: the SFT starts from smollm2-135m with analyzer-worded skills, the play is the
     oracle headroom on PANEL from that SFT, settings reach both commands, and a second call skips both."""
-    import json
-    import sys
     out, log, bin_dir = tmp_path / "out", tmp_path / "calls.log", tmp_path / "bin"
     _package_stand_ins(bin_dir, log)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "TASKS": "7", "EPOCHS": "3", "PANEL": "alfworld/valid_unseen@v1"}
@@ -167,3 +168,44 @@ def test_the_smollm2_headroom_driver_warm_starts_smollm2_then_plays_student_and_
                            capture_output=True, text=True, env={**env, **bad}, stdin=subprocess.DEVNULL, timeout=30)
         assert p.returncode == 2 and says in p.stderr
         assert not (tmp_path / "x").exists()
+
+
+RECIPE_DRIVERS = {"dagger_base.sh": ["BASE"], "skill_literate_base.sh": [], "sweep_base.sh": ["BASE"],
+                  "sweep_expert_study.sh": [], "nohint_study.sh": ["BASE"], "from_scratch_study.sh": [],
+                  "smollm2_headroom.sh": []}
+
+
+def _recipe(array):
+    """One array of bench/recipe.sh as (flag, value) pairs, read by bash itself."""
+    p = subprocess.run(["bash", "-c", f'. bench/recipe.sh; printf "%s\\n" "${{{array}[@]}}"'], cwd=ROOT,
+                       capture_output=True, text=True, check=True)
+    words = p.stdout.split("\n")[:-1]
+    return [(words[i], words[i + 1] if not words[i + 1].startswith("--") else None)
+            for i in range(len(words)) if words[i].startswith("--")]
+
+
+@pytest.mark.parametrize("script", sorted(RECIPE_DRIVERS))
+def test_skill_literate_drivers_train_and_play_with_the_one_recipe(script, tmp_path):
+    """bench/recipe.sh holds the skill-literate SFT's settings and the oracle play's. Every driver that builds or
+    plays such a base runs them all (each opid-sft carries every SKILL_LITERATE flag with its value, each oracle
+    play every ORACLE_PLAY flag), and none writes one of the recipe's own flags out again, where a copy could
+    drift from the recipe that the README's tables were measured with."""
+    log, bin_dir = tmp_path / "calls.log", tmp_path / "bin"
+    _package_stand_ins(bin_dir, log)
+    args = [str(tmp_path / a) for a in RECIPE_DRIVERS[script]] + [str(tmp_path / "out")]
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(bin_dir / "python"), "TASKS": "3", "EPOCHS": "1"}
+    p = subprocess.run(["bash", str(ROOT / "bench" / script), *args], capture_output=True, text=True, env=env,
+                       stdin=subprocess.DEVNULL, timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    calls = [f" {c} " for c in log.read_text().splitlines()]
+    for command, array in (("opid-sft", "SKILL_LITERATE"), ("opid-eval", "ORACLE_PLAY")):
+        runs = [c for c in calls if c.startswith(f" {command} ")]
+        recipe = _recipe(array)
+        assert runs and len(recipe) >= 5, (command, calls, recipe)
+        for flag, value in recipe:
+            missing = [c for c in runs if f" {flag} {value} " not in c]
+            assert not missing, f"{script}: {command} without {flag} {value}: {missing}"
+    code = "\n".join(ln for ln in (ROOT / "bench" / script).read_text().splitlines() if not ln.startswith("#"))
+    shared = ("--env", "--history-length", "--max-steps")  # also set by the drivers' RL and learning commands
+    own = [f for f, _ in _recipe("SKILL_LITERATE") + _recipe("ORACLE_PLAY") if f not in shared]
+    assert not [f for f in own if f in code], f"{script} writes out recipe flags again"
