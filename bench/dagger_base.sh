@@ -12,12 +12,12 @@
 #   bash bench/dagger_base.sh BASE [OUT_DIR] [ROUNDS] [EXPERT]   # BASE: skill_literate_base.sh's stage3; default
 #                                               # runs/dagger, 2 rounds, handcoded; ~30 min + 5 min eval each
 set -euo pipefail
+. "$(dirname "$0")/recipe.sh"
 BASE=${1:?usage: bash bench/dagger_base.sh BASE [OUT_DIR] [ROUNDS] [EXPERT]}
 OUT=${2:-runs/dagger}
 ROUNDS=${3:-2}
 ENV_KW="{\"expert\": \"${4:-handcoded}\"}"
 mkdir -p "$OUT"
-. "$(dirname "$0")/recipe.sh"
 COMMON=("${SKILL_LITERATE[@]}" --epochs 2 --lr 1e-3 --torch-threads "${THREADS:-2}" --tasks 100 --policy-tasks 300
         --hint-follow-prob 0.5 --env-kwargs "$ENV_KW")
 prev=$BASE

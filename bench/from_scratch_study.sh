@@ -15,6 +15,7 @@
 #   SEEDS=0 RESULTS=bench/results/learning_scratch.json ...             # seeds of the arms; where the report goes
 #   SWEEP_SAMPLES=2 ...      # seeds per sweep point, ranked on their mean (read by bench/opid_vs_grpo_study.sh)
 set -euo pipefail
+. "$(dirname "$0")/recipe.sh"
 OUT=${1:-runs/scratch}
 DTYPE=${DTYPE:-float32}
 SEEDS=${SEEDS:-0,1,2}
@@ -23,7 +24,6 @@ case $DTYPE in float32|bfloat16) ;; *) echo "DTYPE=$DTYPE: choose float32 or bfl
 mkdir -p "$OUT"
 TIMES=$OUT/timings.tsv
 . "$(dirname "$0")/timings.sh"
-. "$(dirname "$0")/recipe.sh"
 # the recipe's shared settings: sweep demos (analyzer-worded step skills on half the episodes, recovery states)
 S=("${SKILL_LITERATE[@]}" --lr 1e-3 --torch-threads 2 --dtype "$DTYPE")
 [ -f "$OUT/base/config.json" ] || timed base opid-sft "${S[@]}" --model tiny --out "$OUT/base" \

@@ -15,12 +15,13 @@
 #   # BASE: round 1 of `THREADS=1 bash bench/dagger_base.sh runs/sweep_expert/base runs/sweep_dagger 1 sweep`
 #   # (runs/sweep_dagger/stage4); default runs/nohint, 0,1,2; measured 7 + 5 + 57 min (MAX_STEPS=30: 50 min)
 set -euo pipefail
+. "$(dirname "$0")/recipe.sh"
+T=$T_ARM
 BASE=${1:?usage: bash bench/nohint_study.sh BASE [OUT_DIR] [SEEDS]}
 OUT=${2:-runs/nohint}
 SEEDS=${3:-0,1,2}
 PY=${PYTHON:-python}
 SWEEP='{"expert": "sweep"}'
-T='opid:w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1'
 MAX_STEPS=${MAX_STEPS:-15}
 case ${ARMS:-all} in
   all) VARIANTS="grpo,$T,$T+shuffle_skills=true" ;;
@@ -29,7 +30,6 @@ case ${ARMS:-all} in
 esac
 SUFFIX=$([ "$MAX_STEPS" = 15 ] || echo "_ms$MAX_STEPS")
 mkdir -p "$OUT"
-. "$(dirname "$0")/recipe.sh"
 [ -f "$OUT/stage5/config.json" ] || opid-sft "${SKILL_LITERATE[@]}" --model "$BASE" --out "$OUT/stage5" \
   --demonstrator sweep --tasks 330 --seed 13 --epochs 2 --lr 1e-3 --hint-follow-prob 0 --torch-threads 2
 [ -f "$OUT/headroom5/results.json" ] || opid-eval "${ORACLE_PLAY[@]}" \

@@ -9,3 +9,6 @@
 SKILL_LITERATE=(--env alfworld --batch-size 8 --history-length 2 --max-steps 30 --skill-fraction 0.5
                 --step-skill-wording analyzer --deviation-prob 0.15 --response-style action)
 ORACLE_PLAY=(--env alfworld --skills oracle --history-length 2 --max-steps 30 --temperature 0.4)
+# T: the OPID arm most studies train (the README's ledger), step skills only at w_step 0.3 with 3 of the 5 step
+# skills allowed on right moves, the skill terms centred, and teacher samples at w_T = 1.
+T_ARM='opid:w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1'

@@ -12,10 +12,10 @@
 # The README's first measured base drew stage 2's hint commands uniformly; this script (verb first in both
 # stages) is the base measured since, twice, on two machines, with the same success on every panel game.
 set -euo pipefail
+. "$(dirname "$0")/recipe.sh"
 OUT=${1:-runs/skill_literate}
 PY=${PYTHON:-python}
 mkdir -p "$OUT"
-. "$(dirname "$0")/recipe.sh"
 [ -f "$OUT/stage1/config.json" ] || "$PY" bench/sft_warmstart.py --env alfworld --train-tasks 330 --epochs 2 \
   --budget-s 0 --history-length 2 --torch-threads 1 --out "$OUT/stage1" --json "$OUT/stage1.json"
 COMMON=("${SKILL_LITERATE[@]}" --epochs 2 --lr 1e-3 --torch-threads 2)

@@ -14,6 +14,7 @@
 #                              # (student and teacher tables, headroom, timing) and this call's command
 # Each stage is skipped where its output exists; OUT/timings.tsv holds each stage's wall seconds.
 set -euo pipefail
+. "$(dirname "$0")/recipe.sh"
 OUT=${1:-runs/smollm2}
 TASKS=${TASKS:-120}
 EPOCHS=${EPOCHS:-2}
@@ -30,7 +31,6 @@ PLAY=$SFT-${PANEL//[\/@]/_}
 mkdir -p "$OUT"
 TIMES=$OUT/timings.tsv
 . "$(dirname "$0")/timings.sh"
-. "$(dirname "$0")/recipe.sh"
 [ -f "$SFT/config.json" ] || timed "sft $SFT" opid-sft "${SKILL_LITERATE[@]}" --model smollm2-135m \
   --out "$SFT" --demonstrator sweep --tasks "$TASKS" --seed 11 --epochs "$EPOCHS" --lr 1e-4 --hint-follow-prob 0 \
   --torch-threads "$THREADS" --dtype "$DTYPE"

@@ -12,13 +12,13 @@
 #   bash bench/sweep_base.sh BASE [OUT_DIR] [STAGES]  # BASE: bench/dagger_base.sh's last stage (runs/dagger/stage5);
 #                                                     # default runs/sweep, 2 stages; ~15-25 min + 6 min each
 set -euo pipefail
+. "$(dirname "$0")/recipe.sh"
 BASE=${1:?usage: bash bench/sweep_base.sh BASE [OUT_DIR] [STAGES]}
 OUT=${2:-runs/sweep}
 STAGES=${3:-2}
 PY=${PYTHON:-python}
 EPOCHS=(3 4 4)
 mkdir -p "$OUT"
-. "$(dirname "$0")/recipe.sh"
 prev=$BASE
 for i in $(seq 0 $((STAGES - 1))); do
   stage=$((i + 6))  # after the DAgger rounds' stages 4 and 5

@@ -8,13 +8,13 @@
 #
 #   bash bench/sweep_expert_study.sh [OUT_DIR] [SEEDS]  # default runs/sweep_expert, 0,1,2; measured 33 + 6 + 54 min
 set -euo pipefail
+. "$(dirname "$0")/recipe.sh"
+T=$T_ARM
 OUT=${1:-runs/sweep_expert}
 SEEDS=${2:-0,1,2}
 PY=${PYTHON:-python}
 SWEEP='{"expert": "sweep"}'
-T='opid:w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1'
 mkdir -p "$OUT"
-. "$(dirname "$0")/recipe.sh"
 [ -f "$OUT/base/config.json" ] || opid-sft "${SKILL_LITERATE[@]}" --model tiny --out "$OUT/base" \
   --demonstrator sweep --tasks 330 --seed 11 --epochs 6 --lr 1e-3 --hint-follow-prob 0.5 --torch-threads 2
 [ -f "$OUT/headroom/results.json" ] || opid-eval "${ORACLE_PLAY[@]}" \

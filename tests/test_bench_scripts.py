@@ -209,3 +209,36 @@ def test_skill_literate_drivers_train_and_play_with_the_one_recipe(script, tmp_p
     shared = ("--env", "--history-length", "--max-steps")  # also set by the drivers' RL and learning commands
     own = [f for f, _ in _recipe("SKILL_LITERATE") + _recipe("ORACLE_PLAY") if f not in shared]
     assert not [f for f in own if f in code], f"{script} writes out recipe flags again"
+
+
+def test_the_smollm2_study_trains_grpo_and_t_at_the_headroom_plays_settings(tmp_path):
+    """bench/smollm2_study.sh: one bench/learning.py process (a SmolLM2 learner does not fit twice in 24 GB) with
+    GRPO and the recipe's T from the SFT, the headroom play of bench/smollm2_headroom.sh read where it exists (its
+    settings must match: answers of 32 tokens, prompts of 2048, bf16), and no run without an RL learning rate."""
+    log, bin_dir, sft = tmp_path / "calls.log", tmp_path / "bin", tmp_path / "sft_t120_e1"
+    _package_stand_ins(bin_dir, log)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(bin_dir / "python"), "LR": "1e-5", "SEEDS": "0"}
+    run = lambda e: subprocess.run(["bash", str(ROOT / "bench" / "smollm2_study.sh"), str(sft),  # noqa: E731
+                                    str(tmp_path / "out")], capture_output=True, text=True, env=e, cwd=ROOT,
+                                   stdin=subprocess.DEVNULL, timeout=30)
+    assert run(env).returncode == 0
+    (call,) = log.read_text().splitlines()
+    t_arm = subprocess.run(["bash", "-c", ". bench/recipe.sh; echo $T_ARM"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.strip()
+    assert t_arm.startswith("opid:") and f"--variants grpo,{t_arm} " in call and f"--opid-variant {t_arm} " in call
+    for setting in (f"--base {sft} ", "--seeds 0 ", "--lr 1e-5 ", "--dtype bfloat16 ", "--torch-threads 2 ",
+                    "--max-new-tokens 32 ", "--max-prompt-len 2048 ", "--headroom-panel alfworld/valid_unseen@v1"):
+        assert setting in call + " ", setting
+    assert "--shard" not in call and "--headroom-results" not in call and "--results" not in call
+    played = tmp_path / "sft_t120_e1-alfworld_valid_unseen_v1" / "results.json"
+    played.parent.mkdir()
+    played.write_text("{}")
+    assert run({**env, "ARMS": "all", "RESULTS": "r.json"}).returncode == 0
+    call = log.read_text().splitlines()[-1]
+    assert f"--headroom-results {played} " in call and call.endswith("--results r.json")
+    assert f"--variants grpo,{t_arm},{t_arm}+shuffle_skills=true " in call
+    for bad, says in (({"LR": ""}, "LR=: set the RL learning rate"), ({"DTYPE": "float16"}, "DTYPE=float16"),
+                      ({"ARMS": "t"}, "ARMS=t: choose")):
+        p = run({**env, **bad})
+        assert p.returncode == 2 and says in p.stderr, p.stderr
+    assert len(log.read_text().splitlines()) == 2  # the refused calls started nothing

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Issue 13's learning study on SmolLM2-135M, from the skill-literate warm start of bench/smollm2_headroom.sh:
+# GRPO against T (the README ledger's OPID arm, bench/recipe.sh; ARMS=all adds T with shuffled skills) at the tiny
+# model's study budget (6 iterations x 4 tasks x 4 copies, 15-step episodes, an optimizer step per 32
+# step-samples), each scored on all 126 valid_unseen games with no analyzer and no skills. One process on both
+# threads: a SmolLM2 learner holds 14.5 GB, so bench/learning.py's two shards do not fit in 24 GB. Each job (the
+# base's play per seed, each arm x seed) is cached under OUT/runs when it ends, so a study cut short resumes at
+# the next job. README: "SmolLM2-135M with a skill-literate warm start" (its cost on machine D).
+#
+#   LR=1e-5 bash bench/smollm2_study.sh SFT [OUT_DIR]    # SFT: bench/smollm2_headroom.sh's OUT/sft_tTASKS_eEPOCHS
+#   SEEDS=0 ...                # default 0,1,2
+#   ARMS=all ...               # default grpo_t: GRPO and T; all: also T with shuffled skills
+#   ITERS=6 DTYPE=bfloat16 THREADS=2 ...
+#   HEADROOM=PLAY/results.json ...   # the base's oracle play, read as the study's teacher table instead of
+#                              # playing it again; default SFT-alfworld_valid_unseen_v1/results.json (where
+#                              # bench/smollm2_headroom.sh writes it) when that exists
+#   RESULTS=bench/results/learning_smollm2.json ...   # also write the per-seed numbers, command and summary there
+# LR has no default: no RL learning rate has been measured for SmolLM2 here (the tiny model's studies use 3e-4,
+# the package's default for real models is 1e-6).
+set -euo pipefail
+. "$(dirname "$0")/recipe.sh"
+BASE=${1:?usage: LR=... bash bench/smollm2_study.sh SFT [OUT_DIR]}
+OUT=${2:-runs/smollm2_study}
+PY=${PYTHON:-python}
+DTYPE=${DTYPE:-bfloat16}
+[ -n "${LR:-}" ] || { echo "LR=: set the RL learning rate (none has been measured for SmolLM2 here)" >&2; exit 2; }
+case $DTYPE in float32|bfloat16) ;; *) echo "DTYPE=$DTYPE: choose float32 or bfloat16" >&2; exit 2 ;; esac
+case ${ARMS:-grpo_t} in
+  all) VARIANTS="grpo,$T_ARM,$T_ARM+shuffle_skills=true" ;;
+  grpo_t) VARIANTS="grpo,$T_ARM" ;;
+  *) echo "ARMS=${ARMS}: choose grpo_t (GRPO and T) or all (also T with shuffled skills)" >&2; exit 2 ;;
+esac
+PLAYED=$BASE-alfworld_valid_unseen_v1/results.json
+HEADROOM=${HEADROOM:-$([ -f "$PLAYED" ] && echo "$PLAYED" || true)}
+"$PY" bench/learning.py --base "$BASE" --env-config '{"expert": "sweep"}' --variants "$VARIANTS" \
+  --seeds "${SEEDS:-0,1,2}" --iters "${ITERS:-6}" --max-steps 15 --minibatch-size 32 --lr "$LR" --dtype "$DTYPE" \
+  --torch-threads "${THREADS:-2}" --max-new-tokens 32 --max-prompt-len 2048 --opid-variant "$T_ARM" \
+  --shuffled-variant "$T_ARM+shuffle_skills=true" --out "$OUT" --headroom-panel alfworld/valid_unseen@v1 \
+  ${HEADROOM:+--headroom-results "$HEADROOM"} ${RESULTS:+--results "$RESULTS"}
