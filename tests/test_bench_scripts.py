@@ -101,7 +101,6 @@ def test_the_from_scratch_study_runs_every_stage_in_order_with_its_dtype_and_res
     interpreter log their arguments and write the files each stage leaves, so the driver's control flow is what
     is tested: stage order, each model feeding the next, DTYPE reaching every command, timings.tsv, and a second
     call skipping what exists."""
-
     out, log, bin_dir = tmp_path / "out", tmp_path / "calls.log", tmp_path / "bin"
     _package_stand_ins(bin_dir, log)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(bin_dir / "python"), "DTYPE": "bfloat16",
