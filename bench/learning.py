@@ -33,7 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # learning_report, also when imported by path
 from learning_report import delta_text, paired_text, plot, run_seconds, summary, table_text  # noqa: E402
-from run_cache import cached, check_dtype, claim, release  # noqa: E402
+from run_cache import cached, check_dtype, check_settings, claim, release  # noqa: E402
 
 from opid_rllib.settings import SFT_DTYPE_NAMES  # noqa: E402  (the warm start's dtypes bound the bench's)
 from opid_rllib.cli import json_object_arg  # noqa: E402
@@ -74,6 +74,12 @@ def parse_variant(spec: str) -> tuple[str, dict]:
         for k in SHORTHANDS.get(key, (key,)):
             over[k] = value
     return name, over
+
+
+# The arguments a cached run does not depend on: which jobs this call runs, how they share processes and threads,
+# and where and under which names the report goes. Every other argument is checked against OUT/settings.json.
+NOT_RUN_SETTINGS = ("variants", "seeds", "shard", "torch_threads", "out", "results", "opid_variant",
+                    "shuffled_variant", "headroom_panel", "headroom_results")
 
 
 def sizes(args) -> dict:
@@ -289,6 +295,7 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.torch_threads)
     os.makedirs(args.out, exist_ok=True)
     check_dtype(args.out, args.dtype)
+    check_settings(args.out, {k: v for k, v in vars(args).items() if k not in NOT_RUN_SETTINGS})
     t_start = time.time()
     base = warm_start(args)
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -1,5 +1,6 @@
 """bench/learning.py's run cache: one JSON per finished job, a claim file per job that a --shard process is running,
-and one compute dtype per output folder. A study stopped anywhere resumes from it; two shards share it."""
+and one compute dtype and one set of study settings per output folder. A study stopped anywhere resumes from it;
+two shards share it."""
 
 from __future__ import annotations
 
@@ -63,3 +64,22 @@ def check_dtype(out: str, dtype: str) -> None:
         raise SystemExit(f"--dtype {dtype}: {out} holds {have} runs; give another --out")
     with open(marker, "w") as f:
         f.write(dtype + "\n")
+
+
+def check_settings(out: str, settings: dict) -> None:
+    """Runs are cached by variant and seed only, so one --out holds the runs of one study: OUT/settings.json
+    records, on first use, everything else a run depends on (learning rate, budget, env, play), and a call with
+    other settings is refused rather than mixing its runs with the folder's (a study resumed over several
+    sessions must not change its learning rate halfway). A folder from before this record takes its next call's
+    settings; a setting the record lacks is added to it."""
+    path = os.path.join(out, "settings.json")
+    settings = json.loads(json.dumps(settings, default=str))  # compared as they read back from JSON
+    if os.path.exists(path):
+        with open(path) as f:
+            have = json.load(f)
+        bad = [f"{k}: {have[k]!r} there, {v!r} here" for k, v in settings.items() if k in have and have[k] != v]
+        if bad:
+            raise SystemExit(f"{out} holds runs made with other settings ({'; '.join(bad)}); give another --out")
+        settings = {**have, **settings}
+    with open(path, "w") as f:
+        json.dump(settings, f, indent=1, sort_keys=True)

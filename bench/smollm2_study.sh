@@ -5,7 +5,8 @@
 # step-samples), each scored on all 126 valid_unseen games with no analyzer and no skills. One process on both
 # threads: a SmolLM2 learner holds 14.5 GB, so bench/learning.py's two shards do not fit in 24 GB. Each job (the
 # base's play per seed, each arm x seed) is cached under OUT/runs when it ends, so a study cut short resumes at
-# the next job. README: "SmolLM2-135M with a skill-literate warm start" (its cost on machine D).
+# the next job (OUT/settings.json refuses a resume with other settings, another LR included). README:
+# "SmolLM2-135M with a skill-literate warm start" (its cost on machine D).
 #
 #   LR=1e-5 bash bench/smollm2_study.sh SFT [OUT_DIR]    # SFT: bench/smollm2_headroom.sh's OUT/sft_tTASKS_eEPOCHS
 #   SEEDS=0 ...                # default 0,1,2

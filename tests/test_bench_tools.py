@@ -148,6 +148,20 @@ def test_learning_keeps_one_compute_dtype_per_output_folder(tmp_path, bench_modu
     assert (old / "dtype").read_text().strip() == "float32"
 
 
+def test_learning_keeps_one_set_of_study_settings_per_output_folder(tmp_path, bench_module):
+    """Runs are cached by variant and seed: a study resumed later must not mix in runs made at another learning
+    rate, budget or env (OUT/settings.json); a folder from before the record takes the next call's settings."""
+    cache = bench_module("run_cache")
+    study = {"lr": 3e-5, "iters": 6, "env_config": {"expert": "sweep"}}
+    cache.check_settings(str(tmp_path), study)
+    cache.check_settings(str(tmp_path), dict(study))  # the same study resumes
+    for key, other in (("lr", 1e-5), ("iters", 18), ("env_config", {"expert": "handcoded"})):
+        with pytest.raises(SystemExit, match=f"{key}: .* there, .* here"):
+            cache.check_settings(str(tmp_path), dict(study, **{key: other}))
+    cache.check_settings(str(tmp_path), dict(study, eval_episodes=None))  # a setting the record lacks: added
+    assert json.loads((tmp_path / "settings.json").read_text()) == dict(study, eval_episodes=None)
+
+
 def test_take_errors_split_what_the_policy_did_where_the_expert_takes(tmp_path, bench_module):
     """bench/take_errors.py: at steps whose expert_next is a take, the policy's command is the same, a take
     of the same object class, of another class, or another command; other steps are not counted."""
@@ -240,6 +254,10 @@ def test_learning_shards_take_the_next_unclaimed_job(tmp_path, bench_module):
         holder.kill()
         holder.wait()
     assert not (out / "runs" / "opid-s0.json").exists() and (out / "runs" / "opid-s0.json.claim").exists()
+    # the folder now records the study's settings: the same study resumes, another learning rate is refused
+    assert json.loads((out / "settings.json").read_text())["lr"] == 1e-4
+    with pytest.raises(SystemExit, match=r"lr: 0.0001 there, 3e-05 here.*give another --out"):
+        learning.main(argv + ["--lr", "3e-5", "--shard", "0/2"])
 
 
 def test_selection_vs_unseen_pairs_each_points_repeats_on_both_panels(bench_module, tmp_path, capsys):
