@@ -19,7 +19,6 @@ set -euo pipefail
 OUT=${1:-runs/scratch}
 DTYPE=${DTYPE:-float32}
 SEEDS=${SEEDS:-0,1,2}
-SWEEP='{"expert": "sweep"}'
 case $DTYPE in float32|bfloat16) ;; *) echo "DTYPE=$DTYPE: choose float32 or bfloat16" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
 TIMES=$OUT/timings.tsv

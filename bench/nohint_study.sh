@@ -21,7 +21,6 @@ BASE=${1:?usage: bash bench/nohint_study.sh BASE [OUT_DIR] [SEEDS]}
 OUT=${2:-runs/nohint}
 SEEDS=${3:-0,1,2}
 PY=${PYTHON:-python}
-SWEEP='{"expert": "sweep"}'
 MAX_STEPS=${MAX_STEPS:-15}
 case ${ARMS:-all} in
   all) VARIANTS="grpo,$T,$T+shuffle_skills=true" ;;

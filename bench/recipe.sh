@@ -9,6 +9,12 @@
 SKILL_LITERATE=(--env alfworld --batch-size 8 --history-length 2 --max-steps 30 --skill-fraction 0.5
                 --step-skill-wording analyzer --deviation-prob 0.15 --response-style action)
 ORACLE_PLAY=(--env alfworld --skills oracle --history-length 2 --max-steps 30 --temperature 0.4)
+# SWEEP: the env setting that makes the sweep the env's expert (the command the oracle and the hindsight
+#   analyzer name, and agreement's reference).
+SWEEP='{"expert": "sweep"}'
+# play_dir SFT PANEL: where bench/smollm2_headroom.sh writes the oracle play of SFT on PANEL, and where
+#   bench/smollm2_study.sh looks for it.
+play_dir() { echo "$1-${2//[\/@]/_}"; }
 # T: the OPID arm most studies train (the README's ledger), step skills only at w_step 0.3 with 3 of the 5 step
 # skills allowed on right moves, the skill terms centred, and teacher samples at w_T = 1.
 T_ARM='opid:w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1'

@@ -27,7 +27,7 @@ case $PANEL in
   *) echo "PANEL=$PANEL: choose an alfworld panel (the oracle names the sweep's command)" >&2; exit 2 ;;
 esac
 SFT=$OUT/sft_t${TASKS}_e${EPOCHS}
-PLAY=$SFT-${PANEL//[\/@]/_}
+PLAY=$(play_dir "$SFT" "$PANEL")
 mkdir -p "$OUT"
 TIMES=$OUT/timings.tsv
 . "$(dirname "$0")/timings.sh"
@@ -35,7 +35,7 @@ TIMES=$OUT/timings.tsv
   --out "$SFT" --demonstrator sweep --tasks "$TASKS" --seed 11 --epochs "$EPOCHS" --lr 1e-4 --hint-follow-prob 0 \
   --torch-threads "$THREADS" --dtype "$DTYPE"
 [ -f "$PLAY/results.json" ] || timed "play $PLAY" opid-eval "${ORACLE_PLAY[@]}" --panel "$PANEL" \
-  --model "$SFT" --env-kwargs '{"expert": "sweep"}' --max-new-tokens 32 --max-prompt-len 2048 \
+  --model "$SFT" --env-kwargs "$SWEEP" --max-new-tokens 32 --max-prompt-len 2048 \
   --torch-threads "$THREADS" --dtype "$DTYPE" --no-progress --output "$PLAY"
 echo "headroom: $PLAY/results.json"
 [ -z "${RESULTS:-}" ] || "${PYTHON:-python3}" - "$SFT/sft_stats.json" "$PLAY/results.json" "$RESULTS" \

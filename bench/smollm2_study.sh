@@ -31,10 +31,11 @@ case ${ARMS:-grpo_t} in
   grpo_t) VARIANTS="grpo,$T_ARM" ;;
   *) echo "ARMS=${ARMS}: choose grpo_t (GRPO and T) or all (also T with shuffled skills)" >&2; exit 2 ;;
 esac
-PLAYED=$BASE-alfworld_valid_unseen_v1/results.json
+PANEL=alfworld/valid_unseen@v1
+PLAYED=$(play_dir "$BASE" "$PANEL")/results.json
 HEADROOM=${HEADROOM:-$([ -f "$PLAYED" ] && echo "$PLAYED" || true)}
-"$PY" bench/learning.py --base "$BASE" --env-config '{"expert": "sweep"}' --variants "$VARIANTS" \
+"$PY" bench/learning.py --base "$BASE" --env-config "$SWEEP" --variants "$VARIANTS" \
   --seeds "${SEEDS:-0,1,2}" --iters "${ITERS:-6}" --max-steps 15 --minibatch-size 32 --lr "$LR" --dtype "$DTYPE" \
   --torch-threads "${THREADS:-2}" --max-new-tokens 32 --max-prompt-len 2048 --opid-variant "$T_ARM" \
-  --shuffled-variant "$T_ARM+shuffle_skills=true" --out "$OUT" --headroom-panel alfworld/valid_unseen@v1 \
+  --shuffled-variant "$T_ARM+shuffle_skills=true" --out "$OUT" --headroom-panel "$PANEL" \
   ${HEADROOM:+--headroom-results "$HEADROOM"} ${RESULTS:+--results "$RESULTS"}

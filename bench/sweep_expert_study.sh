@@ -13,7 +13,6 @@ T=$T_ARM
 OUT=${1:-runs/sweep_expert}
 SEEDS=${2:-0,1,2}
 PY=${PYTHON:-python}
-SWEEP='{"expert": "sweep"}'
 mkdir -p "$OUT"
 [ -f "$OUT/base/config.json" ] || opid-sft "${SKILL_LITERATE[@]}" --model tiny --out "$OUT/base" \
   --demonstrator sweep --tasks 330 --seed 11 --epochs 6 --lr 1e-3 --hint-follow-prob 0.5 --torch-threads 2
