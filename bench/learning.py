@@ -33,7 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # learning_report, also when imported by path
 from learning_report import delta_text, paired_text, plot, run_seconds, summary, table_text  # noqa: E402
-from run_cache import cached, check_dtype, check_settings, claim, release  # noqa: E402
+from run_cache import cached, check_dtype, check_settings, claim, release, weights_fingerprint  # noqa: E402
 
 from opid_rllib.settings import SFT_DTYPE_NAMES  # noqa: E402  (the warm start's dtypes bound the bench's)
 from opid_rllib.cli import json_object_arg  # noqa: E402
@@ -78,8 +78,10 @@ def parse_variant(spec: str) -> tuple[str, dict]:
 
 # The arguments a cached run does not depend on: which jobs this call runs, how they share processes and threads,
 # and where and under which names the report goes. Every other argument is checked against OUT/settings.json.
+# --base is checked by content instead (base_weights): a study resumed on a fresh machine names a rebuilt warm
+# start, wherever it lies, and goes on only where its weights are the ones the folder's runs started from.
 NOT_RUN_SETTINGS = ("variants", "seeds", "shard", "torch_threads", "out", "results", "opid_variant",
-                    "shuffled_variant", "headroom_panel", "headroom_results")
+                    "shuffled_variant", "headroom_panel", "headroom_results", "base")
 
 
 def sizes(args) -> dict:
@@ -298,16 +300,19 @@ def main(argv=None) -> int:
     check_settings(args.out, {k: v for k, v in vars(args).items() if k not in NOT_RUN_SETTINGS})
     t_start = time.time()
     base = warm_start(args)
+    check_settings(args.out, {"base_weights": weights_fingerprint(base)})
     seeds = [int(s) for s in args.seeds.split(",")]
     jobs = [(os.path.join(args.out, "runs", f"base-s{s}.json"), lambda s=s: evaluate_policy(base, s, args))
             for s in seeds]
     jobs += [(run_dir_of(args, v, seed) + ".json",
               lambda v=v, seed=seed: train_and_eval(base, v, seed, args)) for seed in seeds for v in variants]
+    # Training runs first, the base's plays last: a study that a session's end cuts short has finished the runs,
+    # the part it is made to measure, rather than base plays a later session can make in half an hour each.
+    order = jobs[len(seeds):] + jobs[:len(seeds)]
     if args.shard:
         # The shards share one job list: each takes the next job none has claimed (a fixed every-n-th split left
-        # one shard 529 s of skill arms after the other had finished). Runs first, the short base plays last.
+        # one shard 529 s of skill arms after the other had finished).
         i = int(args.shard.split("/")[0])
-        order = jobs[len(seeds):] + jobs[:len(seeds)]
         for path, fn in order[i:] + order[:i]:
             mine = not os.path.exists(path)  # a finished job is only read
             if mine and not claim(path):
@@ -323,8 +328,8 @@ def main(argv=None) -> int:
                       flush=True)
         print(f"[learning] shard {args.shard} done in {time.time() - t_start:.0f}s")
         return 0
-    done = [cached(path, fn) for path, fn in jobs]
-    base_tables, runs = done[:len(seeds)], done[len(seeds):]
+    done = {path: cached(path, fn) for path, fn in order}
+    base_tables, runs = [done[p] for p, _ in jobs[:len(seeds)]], [done[p] for p, _ in jobs[len(seeds):]]
     print(f"[learning] base on {args.eval_panel}: All {[t['success_pct']['All'] for t in base_tables]}", flush=True)
     total = time.time() - t_start
     rows = {"base (no RL)": base_tables}

@@ -5,10 +5,14 @@
 # step-samples), each scored on all 126 valid_unseen games with no analyzer and no skills. One process on both
 # threads: a SmolLM2 learner holds 14.5 GB, so bench/learning.py's two shards do not fit in 24 GB. Each job (the
 # base's play per seed, each arm x seed) is cached under OUT/runs when it ends, so a study cut short resumes at
-# the next job (OUT/settings.json refuses a resume with other settings, another LR included). README:
+# the next job (OUT/settings.json refuses a resume with other settings, another LR or other warm-start weights
+# included). The default OUT lies in the repo: commit its runs/*.json as they finish (git ignores the run folders,
+# policy weights among them), and a fresh machine resumes the study from the SFT rebuilt by
+# bench/smollm2_headroom.sh, which goes on only where the rebuilt weights are the recorded ones. README:
 # "SmolLM2-135M with a skill-literate warm start" (its cost on machine D).
 #
 #   LR=1e-5 bash bench/smollm2_study.sh SFT [OUT_DIR]    # SFT: bench/smollm2_headroom.sh's OUT/sft_tTASKS_eEPOCHS
+#                              # OUT_DIR: default bench/results/smollm2_study
 #   SEEDS=0 ...                # default 0,1,2
 #   ARMS=all ...               # default grpo_t: GRPO and T; all: also T with shuffled skills
 #   ITERS=6 DTYPE=bfloat16 THREADS=2 ...
@@ -21,7 +25,7 @@
 set -euo pipefail
 . "$(dirname "$0")/recipe.sh"
 BASE=${1:?usage: LR=... bash bench/smollm2_study.sh SFT [OUT_DIR]}
-OUT=${2:-runs/smollm2_study}
+OUT=${2:-bench/results/smollm2_study}
 PY=${PYTHON:-python}
 DTYPE=${DTYPE:-bfloat16}
 [ -n "${LR:-}" ] || { echo "LR=: set the RL learning rate (none has been measured for SmolLM2 here)" >&2; exit 2; }

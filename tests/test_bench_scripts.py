@@ -241,3 +241,14 @@ def test_the_smollm2_study_trains_grpo_and_t_at_the_headroom_plays_settings(tmp_
         p = run({**env, **bad})
         assert p.returncode == 2 and says in p.stderr, p.stderr
     assert len(log.read_text().splitlines()) == 2  # the refused calls started nothing
+    # with no OUT_DIR the study lies in the repo, where git keeps its finished jobs and settings, not its run
+    # folders (policy weights) or claims, so a fresh machine resumes it
+    p = subprocess.run(["bash", str(ROOT / "bench" / "smollm2_study.sh"), str(sft)], capture_output=True, text=True,
+                       env=env, cwd=ROOT, stdin=subprocess.DEVNULL, timeout=30)
+    assert p.returncode == 0 and "--out bench/results/smollm2_study " in log.read_text().splitlines()[-1] + " "
+    study = "bench/results/smollm2_study/"
+    kept = ("runs/grpo-s0.json", "runs/base-s0.json", "settings.json", "dtype", "learning.json")
+    dropped = ("runs/grpo-s0/policy/model.safetensors", "runs/grpo-s0/result.json", "runs/grpo-s0.json.claim")
+    for path in kept + dropped:
+        ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", study + path], cwd=ROOT).returncode == 0
+        assert ignored == (path in dropped), path

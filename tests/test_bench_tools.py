@@ -258,6 +258,33 @@ def test_learning_shards_take_the_next_unclaimed_job(tmp_path, bench_module):
     assert json.loads((out / "settings.json").read_text())["lr"] == 1e-4
     with pytest.raises(SystemExit, match=r"lr: 0.0001 there, 3e-05 here.*give another --out"):
         learning.main(argv + ["--lr", "3e-5", "--shard", "0/2"])
+    # the warm start is recorded by content: another base is refused, whatever its path
+    assert json.loads((out / "settings.json").read_text())["base_weights"] == f"name:{tmp_path / 'no-model'}"
+    other = argv[:]
+    other[1] = str(tmp_path / "other-model")
+    with pytest.raises(SystemExit, match=r"base_weights: .*no-model.* there, .*other-model.* here"):
+        learning.main(other + ["--shard", "0/2"])
+
+
+def test_a_warm_start_is_known_by_its_weights_not_its_path(tmp_path, bench_module):
+    """A study resumed on a fresh machine names a rebuilt warm start: it is the same base exactly where its weight
+    files are (same names, same bytes), wherever the folder lies."""
+    cache = bench_module("run_cache")
+    a, b = tmp_path / "a", tmp_path / "elsewhere" / "b"
+    for d in (a, b):
+        d.mkdir(parents=True)
+        (d / "model.safetensors").write_bytes(b"\x00weights" * 1000)
+        (d / "config.json").write_text("{}")
+    assert cache.weights_fingerprint(str(a)) == cache.weights_fingerprint(str(b))
+    assert cache.weights_fingerprint(str(a)).startswith("sha256:")
+    (b / "config.json").write_text('{"note": "configs are not weights"}')
+    assert cache.weights_fingerprint(str(a)) == cache.weights_fingerprint(str(b))
+    (b / "model.safetensors").write_bytes(b"\x01weights" * 1000)  # one byte differs
+    assert cache.weights_fingerprint(str(a)) != cache.weights_fingerprint(str(b))
+    (b / "model.safetensors").rename(b / "pytorch_model.bin")  # same bytes as a's, other file name
+    (b / "pytorch_model.bin").write_bytes(b"\x00weights" * 1000)
+    assert cache.weights_fingerprint(str(a)) != cache.weights_fingerprint(str(b))
+    assert cache.weights_fingerprint("HuggingFaceTB/SmolLM2-135M") == "name:HuggingFaceTB/SmolLM2-135M"
 
 
 def test_selection_vs_unseen_pairs_each_points_repeats_on_both_panels(bench_module, tmp_path, capsys):
@@ -286,3 +313,33 @@ def test_selection_vs_unseen_pairs_each_points_repeats_on_both_panels(bench_modu
                                                        "history": [], "selection": {"error": "OSError: x"}}]}
     (tmp_path / "sweep.json").write_text(json.dumps(failed))
     assert mod.main([str(tmp_path)]) == 0  # nothing to replay: no play, no row, no crash
+
+
+def test_learning_trains_the_runs_before_the_base_plays(tmp_path, bench_module, monkeypatch):
+    """A study a session's end cuts short has its training runs, the part it measures, before the base's plays;
+    the report still pairs each table with its own job. The jobs are stood in (each takes an hour on SmolLM2)."""
+    learning = bench_module("learning")
+    done = []
+    cols = ("Pick", "Look", "Clean", "Heat", "Cool", "Pick2", "Avg", "All")
+
+    def table(x):
+        return {"columns": list(cols), "success_pct": dict.fromkeys(cols, x), "episodes": 12}
+
+    def train(base, spec, seed, args):
+        done.append(f"{spec}-s{seed}")
+        return {"variant": spec, "seed": seed, "iters": [{"train_success": 0.5, "seconds": 1.0}], "train_s": 1.0,
+                "eval_s": 1.0, "table": table(10.0 * (seed + 1) + (5 if spec == "opid" else 0))}
+
+    def play(base, seed, args):
+        done.append(f"base-s{seed}")
+        return table(float(seed))
+
+    monkeypatch.setattr(learning, "train_and_eval", train)
+    monkeypatch.setattr(learning, "evaluate_policy", play)
+    out = tmp_path / "study"
+    assert learning.main(["--base", str(tmp_path / "no-model"), "--variants", "grpo,opid", "--seeds", "0,1",
+                          "--out", str(out), "--torch-threads", "0", "--results", str(tmp_path / "r.json")]) == 0
+    assert done == ["grpo-s0", "opid-s0", "grpo-s1", "opid-s1", "base-s0", "base-s1"]
+    got = json.loads((tmp_path / "r.json").read_text())
+    assert got["per_seed"]["base (no RL)"] == {"0": table(0.0)["success_pct"], "1": table(1.0)["success_pct"]}
+    assert got["per_seed"]["opid"]["1"]["All"] == 25.0 and got["summary"]["opid_minus_grpo_all"] == 5.0
