@@ -89,7 +89,8 @@ def sizes(args) -> dict:
 
     return dict(CPU_TINY, max_steps=args.max_steps, history_length=args.history_length,
                 tasks_per_iter=args.tasks_per_iter, group_size=args.group_size, max_prompt_len=args.max_prompt_len,
-                max_new_tokens=args.max_new_tokens, lr=args.lr, minibatch_size=args.minibatch_size, dtype=args.dtype)
+                max_new_tokens=args.max_new_tokens, lr=args.lr, minibatch_size=args.minibatch_size, dtype=args.dtype,
+                **({"micro_batch_size": args.micro_batch_size} if args.micro_batch_size else {}))
 
 
 def warm_start(args) -> str:
@@ -244,6 +245,9 @@ def main(argv=None) -> int:
     p.add_argument("--max-prompt-len", type=int, default=1024)
     p.add_argument("--max-new-tokens", type=int, default=48, help="the SFT'd tiny model answers in ~28 tokens")
     p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--micro-batch-size", type=int, default=None,
+                   help="rows per forward/backward in the learner (default CPU_TINY's 16): the same gradient in less "
+                        "memory (a SmolLM2 learner at 16 outgrew 24 GB)")
     p.add_argument("--minibatch-size", type=int, default=None,
                    help="step-samples per optimizer step, every arm (default: one step per iteration)")
     p.add_argument("--sft-tasks", type=int, default=330)

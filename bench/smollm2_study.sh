@@ -20,6 +20,8 @@
 #                              # playing it again; default SFT-alfworld_valid_unseen_v1/results.json (where
 #                              # bench/smollm2_headroom.sh writes it) when that exists
 #   RESULTS=bench/results/learning_smollm2.json ...   # also write the per-seed numbers, command and summary there
+# Micro-batches of 4 rows, not the tiny preset's 16 (the same gradient: a sum over rows / tokens): at 16 the learner
+# outgrew this machine's 24 GB in GRPO's third iteration and was killed.
 # LR has no default: no RL learning rate has been measured for SmolLM2 here (the tiny model's studies use 3e-4,
 # the package's default for real models is 1e-6).
 set -euo pipefail
@@ -39,7 +41,8 @@ PANEL=alfworld/valid_unseen@v1
 PLAYED=$(play_dir "$BASE" "$PANEL")/results.json
 HEADROOM=${HEADROOM:-$([ -f "$PLAYED" ] && echo "$PLAYED" || true)}
 "$PY" bench/learning.py --base "$BASE" --env-config "$SWEEP" --variants "$VARIANTS" \
-  --seeds "${SEEDS:-0,1,2}" --iters "${ITERS:-6}" --max-steps 15 --minibatch-size 32 --lr "$LR" --dtype "$DTYPE" \
+  --seeds "${SEEDS:-0,1,2}" --iters "${ITERS:-6}" --max-steps 15 --minibatch-size 32 --micro-batch-size 4 \
+  --lr "$LR" --dtype "$DTYPE" \
   --torch-threads "${THREADS:-2}" --max-new-tokens 32 --max-prompt-len 2048 --opid-variant "$T_ARM" \
   --shuffled-variant "$T_ARM+shuffle_skills=true" --out "$OUT" --headroom-panel "$PANEL" \
   ${HEADROOM:+--headroom-results "$HEADROOM"} ${RESULTS:+--results "$RESULTS"}

@@ -226,6 +226,7 @@ def test_the_smollm2_study_trains_grpo_and_t_at_the_headroom_plays_settings(tmp_
                            text=True, check=True).stdout.strip()
     assert t_arm.startswith("opid:") and f"--variants grpo,{t_arm} " in call and f"--opid-variant {t_arm} " in call
     for setting in (f"--base {sft} ", "--seeds 0 ", "--lr 1e-5 ", "--dtype bfloat16 ", "--torch-threads 2 ",
+                    "--micro-batch-size 4 ",
                     "--max-new-tokens 32 ", "--max-prompt-len 2048 ", "--headroom-panel alfworld/valid_unseen@v1"):
         assert setting in call + " ", setting
     assert "--shard" not in call and "--headroom-results" not in call and "--results" not in call

@@ -343,3 +343,18 @@ def test_learning_trains_the_runs_before_the_base_plays(tmp_path, bench_module, 
     got = json.loads((tmp_path / "r.json").read_text())
     assert got["per_seed"]["base (no RL)"] == {"0": table(0.0)["success_pct"], "1": table(1.0)["success_pct"]}
     assert got["per_seed"]["opid"]["1"]["All"] == 25.0 and got["summary"]["opid_minus_grpo_all"] == 5.0
+
+
+def test_the_learners_micro_batch_is_a_study_setting(tmp_path, bench_module):
+    """--micro-batch-size reaches the OPIDConfig every arm trains with (the SmolLM2 study's 4 rows keep its learner
+    inside 24 GB); left out, the tiny preset's 16 stays."""
+    import argparse
+
+    learning = bench_module("learning")
+    args = argparse.Namespace(max_steps=15, history_length=2, tasks_per_iter=4, group_size=4, max_prompt_len=2048,
+                              max_new_tokens=32, lr=3e-5, minibatch_size=32, dtype="float32", micro_batch_size=4,
+                              env_config={"expert": "sweep"})
+    cfg = learning.study_config("tiny", "grpo", 0, args, str(tmp_path))
+    assert (cfg.micro_batch_size, cfg.minibatch_size, cfg.lr) == (4, 32, 3e-5)
+    args.micro_batch_size = None
+    assert learning.study_config("tiny", "grpo", 0, args, str(tmp_path)).micro_batch_size == 16
