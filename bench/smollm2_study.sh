@@ -3,9 +3,9 @@
 # GRPO against T (the README ledger's OPID arm, bench/recipe.sh; ARMS=all adds T with shuffled skills) at the tiny
 # model's study budget (6 iterations x 4 tasks x 4 copies, 15-step episodes, an optimizer step per 32
 # step-samples), each scored on all 126 valid_unseen games with no analyzer and no skills. One process on both
-# threads: a SmolLM2 job peaked at 10.7 GB in use (micro-batches of 4), so bench/learning.py's two shards would
-# need over 20 GB of the 24 and get one thread each (not tried). Each job (the base's play per seed, each arm x
-# seed) is cached under OUT/runs when it ends, so a study cut short resumes at
+# threads: with micro-batches of 4, memory in use peaked at 10.7 GB while GRPO trained and 15.3 GB while T did (sampled
+# every 20 s), so bench/learning.py's two shards would not fit in 24 GB. Each job (the base's play per seed, each
+# arm x seed) is cached under OUT/runs when it ends, so a study cut short resumes at
 # the next job (OUT/settings.json refuses a resume with other settings, another LR or other warm-start weights
 # included). The default OUT lies in the repo: commit its runs/*.json as they finish (git ignores the run folders,
 # policy weights among them), and a fresh machine resumes the study from the SFT rebuilt by
