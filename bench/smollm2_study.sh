@@ -15,7 +15,9 @@
 #   LR=1e-5 bash bench/smollm2_study.sh SFT [OUT_DIR]    # SFT: bench/smollm2_headroom.sh's OUT/sft_tTASKS_eEPOCHS
 #                              # OUT_DIR: default bench/results/smollm2_study
 #   SEEDS=0 ...                # default 0,1,2
-#   ARMS=all ...               # default grpo_t: GRPO and T; all: also T with shuffled skills
+#   ARMS=all ...               # default grpo_t: GRPO and T; all: also T with shuffled skills; t: T alone
+#   ANCHOR=1 ...               # also T with the teacher anchor at c_A = 1 (teacher_anchor_coeff: KL to the base on
+#                              # the skill prompt, which keeps the skill teacher the base's), after the arms above
 #   ITERS=6 DTYPE=bfloat16 THREADS=2 ...
 #   HEADROOM=PLAY/results.json ...   # the base's oracle play, read as the study's teacher table instead of
 #                              # playing it again; default SFT-alfworld_valid_unseen_v1/results.json (where
@@ -36,8 +38,10 @@ case $DTYPE in float32|bfloat16) ;; *) echo "DTYPE=$DTYPE: choose float32 or bfl
 case ${ARMS:-grpo_t} in
   all) VARIANTS="grpo,$T_ARM,$T_ARM+shuffle_skills=true" ;;
   grpo_t) VARIANTS="grpo,$T_ARM" ;;
-  *) echo "ARMS=${ARMS}: choose grpo_t (GRPO and T) or all (also T with shuffled skills)" >&2; exit 2 ;;
+  t) VARIANTS="$T_ARM" ;;
+  *) echo "ARMS=${ARMS}: choose grpo_t (GRPO and T), all (also T with shuffled skills) or t (T alone)" >&2; exit 2 ;;
 esac
+[ -z "${ANCHOR:-}" ] || VARIANTS="$VARIANTS,$T_ARM+teacher_anchor_coeff=$ANCHOR"
 PANEL=alfworld/valid_unseen@v1
 PLAYED=$(play_dir "$BASE" "$PANEL")/results.json
 HEADROOM=${HEADROOM:-$([ -f "$PLAYED" ] && echo "$PLAYED" || true)}

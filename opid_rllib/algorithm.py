@@ -111,6 +111,7 @@ class OPIDConfig(AlgorithmConfig):
             ("teacher_sample_adv_weight", float(self.teacher_sample_adv_weight) >= 0, ">= 0 (0 = off)"),
             ("teacher_sample_rows", self.teacher_sample_rows in TEACHER_SAMPLE_ROWS, f"one of {TEACHER_SAMPLE_ROWS}"),
             ("teacher_sample_sft_coeff", float(self.teacher_sample_sft_coeff) >= 0, ">= 0 (0 = off)"),
+            ("teacher_anchor_coeff", float(self.teacher_anchor_coeff) >= 0, ">= 0 (0 = off)"),
             ("max_step_skills_per_traj", int(self.max_step_skills_per_traj) >= 0, ">= 0"),
             ("clip_ratio_low", 0 < float(self.clip_ratio_low) < 1, "in (0, 1)"),
             ("clip_ratio_high", float(self.clip_ratio_high) > 0, "> 0"),
@@ -156,11 +157,9 @@ class OPIDConfig(AlgorithmConfig):
         """Teacher samples are drawn on skill-routed rows: a setting that routes none would silently do nothing."""
         w = self.teacher_sample_adv_weight
         if not isinstance(w, (int, float)) or w <= 0:
-            c = self.teacher_sample_sft_coeff
-            if isinstance(c, (int, float)) and c > 0:
-                return [f"teacher_sample_sft_coeff={c}: applies to teacher-sampled rows, and "
-                        "teacher_sample_adv_weight=0 draws none; set teacher_sample_adv_weight > 0"]
-            return []
+            on = {k: getattr(self, k) for k in ("teacher_sample_sft_coeff", "teacher_anchor_coeff")}
+            return [f"{k}={c}: applies to teacher-sampled rows, and teacher_sample_adv_weight=0 draws none; set "
+                    "teacher_sample_adv_weight > 0" for k, c in on.items() if isinstance(c, (int, float)) and c > 0]
         if self.analyzer == "none":
             return [f"teacher_sample_adv_weight={w}: needs an analyzer (analyzer='none' writes no skills)"]
         if self.teacher_sample_rows == "step" and not self.step_skill_adv_weight:

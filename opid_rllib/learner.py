@@ -32,6 +32,16 @@ def minibatch_count(n: int, minibatch_size: int | None) -> int:
     return max(1, -(-int(n) // int(minibatch_size)))
 
 
+def student_tokens(batch) -> torch.Tensor:
+    """The token-mean's denominator: response tokens of every row but the teacher anchor's (x + skill, y_T), so
+    turning the anchor on leaves the step size of every other term as it was."""
+    mask = batch["response_mask"]
+    anchor = batch.get("anchor_rows")
+    if anchor is not None:
+        mask = mask * (1.0 - anchor[:, None].to(mask.dtype))
+    return mask.sum().clamp(min=1.0)
+
+
 class OPIDTorchLearner(TorchLearner):
     def build(self) -> None:
         super().build()
@@ -40,12 +50,16 @@ class OPIDTorchLearner(TorchLearner):
         self._temperature = float(mc.get("temperature", 1.0))
         # LoRA: the reference is the same model with its adapters disabled (no second copy).
         self._ref_is_base = bool(mc.get("lora"))
-        if self.config.kl_coeff > 0 and not self._ref_is_base:
+        if self._needs_ref() and not self._ref_is_base:
             from transformers import AutoModelForCausalLM
 
             self._ref_model = AutoModelForCausalLM.from_pretrained(
                 mc["model_path"], dtype=DTYPES[mc.get("dtype", "float32")])
             self._ref_model.to(self._device).eval().requires_grad_(False)
+
+    def _needs_ref(self) -> bool:
+        """pi_ref is scored for the KL penalty and for the teacher anchor."""
+        return self.config.kl_coeff > 0 or self.config.teacher_anchor_coeff > 0
 
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         module = self._module[module_id]
@@ -55,14 +69,13 @@ class OPIDTorchLearner(TorchLearner):
                                 lr_or_lr_schedule=self.config.lr)
 
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
-        n_tok = batch["response_mask"].sum().clamp(min=1.0)
         loss_sum, _ = self._loss_sum(batch, fwd_out)
-        return loss_sum / n_tok
+        return loss_sum / student_tokens(batch)
 
     def _loss_sum(self, batch, fwd_out):
         cfg = self.config
         ref_logp = None
-        if self._ref_is_base and cfg.kl_coeff > 0:
+        if self._ref_is_base and self._needs_ref():
             module = policy_module(self.module)
             with torch.no_grad(), module.model.disable_adapter(), module.autocast():
                 ref_logp, _ = response_logprobs(module.model, batch["prompt_ids"], batch["prompt_len"],
@@ -77,6 +90,7 @@ class OPIDTorchLearner(TorchLearner):
             fwd_out["logp"], batch["old_logp"], batch["advantages"], batch["response_mask"],
             entropy=fwd_out["entropy"], ref_logp=ref_logp, teacher_delta=batch.get("teacher_delta"),
             teacher_rows=batch.get("teacher_rows"), teacher_sft_coeff=cfg.teacher_sample_sft_coeff,
+            anchor_rows=batch.get("anchor_rows"), anchor_coeff=cfg.teacher_anchor_coeff,
             clip_low=cfg.clip_ratio_low, clip_high=cfg.clip_ratio_high, dual_clip_c=cfg.dual_clip_c,
             kl_coeff=cfg.kl_coeff, entropy_coeff=cfg.entropy_coeff, opsd_coeff=cfg.opsd_loss_coeff)
 
@@ -102,7 +116,11 @@ class OPIDTorchLearner(TorchLearner):
             loss_total = loss_total + loss_sum
             for key, v in stats.items():
                 totals[key] = totals.get(key, 0.0) + v
-        n_tok = data["response_mask"].sum().clamp(min=1.0)
+        n_tok = student_tokens(data)
+        anchor_tok = totals.pop("teacher_anchor_tokens", None)
+        if anchor_tok is not None:  # the anchor's KL per anchor token, not per student token
+            self.metrics.log_value((mid, "teacher_anchor_kl"), float(totals.pop("teacher_anchor_kl") /
+                                                                     anchor_tok.clamp(min=1.0)), window=1)
         for key, v in totals.items():  # token means over the whole batch, whatever the minibatching
             self.metrics.log_value((mid, key), float(v / n_tok), window=1)
         self.metrics.log_value((mid, "num_samples"), n, window=1)
@@ -116,7 +134,7 @@ class OPIDTorchLearner(TorchLearner):
         An empty minibatch (a rank with fewer rows) contributes zero gradients to the all-reduce."""
         n = int(data["response_ids"].shape[0])
         mb = max(1, int(self.config.micro_batch_size))
-        n_tok = data["response_mask"].sum().clamp(min=1.0)
+        n_tok = student_tokens(data)
         for optim in self._optimizer_parameters:
             optim.zero_grad(set_to_none=True)
         totals: dict[str, torch.Tensor] = {}

@@ -21,6 +21,7 @@ def ppo_token_loss(
     ref_logp: torch.Tensor | None = None,  # log pi_ref(y_l | ...)     [B, L]
     teacher_delta: torch.Tensor | None = None,  # Delta for the OPSD term [B, L]
     teacher_rows: torch.Tensor | None = None,   # 1 on rows the skill teacher sampled (y_T), else 0  [B]
+    anchor_rows: torch.Tensor | None = None,    # 1 on rows (x + skill, y_T): the teacher anchor's, else 0 [B]
     clip_low: float = 0.2,
     clip_high: float = 0.2,
     dual_clip_c: float | None = 3.0,
@@ -28,8 +29,12 @@ def ppo_token_loss(
     entropy_coeff: float = 0.001,
     opsd_coeff: float = 0.0,
     teacher_sft_coeff: float = 0.0,
+    anchor_coeff: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Returns (sum over tokens of the loss, sums of diagnostics over tokens)."""
+    """Returns (sum over tokens of the loss, sums of diagnostics over tokens). Anchor rows (teacher_anchor_coeff)
+    are left out of every diagnostic but their own (teacher_anchor_kl, teacher_anchor_tokens)."""
+    anchor = anchor_rows[:, None].to(logp.dtype) if anchor_rows is not None and anchor_coeff else None
+    diag = mask if anchor is None else mask * (1.0 - anchor)  # the student's tokens
     # r = pi_theta / pi_old, per token.
     log_ratio = logp - old_logp
     ratio = torch.exp(log_ratio)
@@ -43,19 +48,17 @@ def ppo_token_loss(
         pg3 = -adv * dual_clip_c
         pg = torch.where(adv < 0, torch.minimum(pg, pg3), pg)
     loss = pg
-    stats = {"policy_loss": (pg * mask).sum(), "clip_frac": (clipped * mask).sum(),
-             "approx_kl_old": (0.5 * log_ratio.pow(2) * mask).sum()}
+    stats = {"policy_loss": (pg * diag).sum(), "clip_frac": (clipped * diag).sum(),
+             "approx_kl_old": (0.5 * log_ratio.pow(2) * diag).sum()}
     if entropy is not None and entropy_coeff:
         # Entropy bonus: - beta_H * H.
         loss = loss - entropy_coeff * entropy
     if entropy is not None:
-        stats["entropy"] = (entropy.detach() * mask).sum()
+        stats["entropy"] = (entropy.detach() * diag).sum()
     if ref_logp is not None and kl_coeff:
-        # Low-variance KL estimator (k3): exp(ref - logp) - (ref - logp) - 1, clamped as in verl.
-        d = ref_logp - logp
-        kl = torch.clamp(torch.exp(d) - d - 1.0, min=-10.0, max=10.0)
+        kl = _k3(ref_logp, logp)
         loss = loss + kl_coeff * kl
-        stats["kl_ref"] = (kl.detach() * mask).sum()
+        stats["kl_ref"] = (kl.detach() * diag).sum()
     if teacher_delta is not None and opsd_coeff:
         # GRPO+OPSD: separate distillation term -c * Delta * log pi_theta (pull towards the
         # skill-conditioned teacher on the policy's own samples).
@@ -67,4 +70,22 @@ def ppo_token_loss(
         sft = -logp * teacher_rows[:, None].to(logp.dtype)
         loss = loss + teacher_sft_coeff * sft
         stats["teacher_sft_nll"] = (sft.detach() * mask).sum()
+    if anchor is not None:
+        # Teacher anchor (pi-Distill's teacher side, anchored): on rows (x + skill, y_T), y_T ~ pi_old(. | x + skill),
+        # nothing but c_A * KL(pi_theta(. | x + skill) || pi_ref(. | x + skill)). The teacher is these same weights,
+        # and every other term trains only the plain prompt; this keeps the skill-reading the teacher's Delta
+        # needs at the base's level. Its tokens are left out of the learner's token count.
+        if ref_logp is None:
+            raise ValueError("anchor_coeff > 0 needs ref_logp (log pi_ref on the anchor rows)")
+        kl_anchor = _k3(ref_logp, logp)
+        loss = loss * (1.0 - anchor) + anchor_coeff * kl_anchor * anchor
+        stats["teacher_anchor_kl"] = (kl_anchor.detach() * mask * anchor).sum()
+        stats["teacher_anchor_tokens"] = (mask * anchor).sum()
     return (loss * mask).sum(), {k: v.detach() for k, v in stats.items()}
+
+
+def _k3(ref_logp: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
+    """Low-variance KL(pi_theta || pi_ref) estimator (k3) on tokens sampled from pi_theta: exp(ref - logp) -
+    (ref - logp) - 1, clamped as in verl."""
+    d = ref_logp - logp
+    return torch.clamp(torch.exp(d) - d - 1.0, min=-10.0, max=10.0)

@@ -50,6 +50,10 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     # c_T > 0 adds -c_T * log pi_theta(y_T | x) on those rows, outside the PPO clip (losses.py: the forward
     # KL to the skill teacher on its own samples, as pi-Distill's teacher-sampled term).
     "teacher_sample_sft_coeff": (0.0, float),
+    # c_A > 0 adds, per teacher sample, the row (x + skill, y_T) whose only loss is c_A * KL(pi_theta || pi_ref) on
+    # the skill prompt (losses.py): the teacher is the same weights, and training the plain prompt alone wore its
+    # skill-reading down (README, SmolLM2 study); pi-Distill trains the skill-conditioned side too.
+    "teacher_anchor_coeff": (0.0, float),
     # loss
     "clip_ratio_low": (0.2, float), "clip_ratio_high": (0.2, float), "dual_clip_c": (3.0, float),
     "kl_coeff": (0.01, float), "entropy_coeff": (0.001, float), "opsd_loss_coeff": (0.0, float),

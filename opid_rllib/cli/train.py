@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="w_T: add a response sampled under each step-skill prompt, advantage w_T * Delta (0: off)")
     g.add_argument("--teacher-sample-sft-coeff", type=float, default=None,
                    help="c_T: add -c_T * log pi(y_T | x) on those teacher samples, outside the PPO clip (0: off)")
+    g.add_argument("--teacher-anchor-coeff", type=float, default=None,
+                   help="c_A: add c_A * KL(pi || pi_ref) on each teacher sample under its skill prompt, keeping the "
+                        "skill-conditioned teacher near the base (0: off)")
     g.add_argument("--invalid-action-source", default=None, choices=INVALID_ACTION_SOURCES,
                    help="what the invalid-action penalty counts: format (the reference), env (also rejected "
                         "commands), repeat (also a rejected repeat of the previous command)")
@@ -171,7 +174,7 @@ _LLM_FLAGS = {"model": "llm_model", "max_new_tokens": "max_new_tokens", "max_pro
               "dtype": "dtype"}
 _TRAIN_FLAGS = ("group_size", "tasks_per_iter", "lr", "minibatch_size", "episode_skill_adv_weight",
                 "step_skill_adv_weight", "skill_routing", "teacher_sample_adv_weight", "normalize_teacher_adv",
-                "teacher_sample_sft_coeff", "invalid_action_source")
+                "teacher_sample_sft_coeff", "teacher_anchor_coeff", "invalid_action_source")
 # What a tuned example's file fixes: changing it is editing the example, not a flag.
 _EXAMPLE_FIXED = ("env", "split", "preset", "cpu_example")
 

@@ -49,8 +49,10 @@ class CombineAdvantages(ConnectorV2):
                   for k in ("ep", "step")}
         # Delta_T on teacher-sampled rows, 0 on the student's own rows (TeacherSamples).
         delta_sample = _pad_rows(t.sample_delta, width, 0.0)  # combine_advantages masks padding
+        # The teacher anchor's rows (x + skill, y_T) carry no advantage, and the statistics leave them out.
+        anchor = t.anchor if len(t.anchor) == len(t) else np.zeros(len(t), np.float32)
         adv, stats = combine_advantages(
-            t.outcome_adv, mask, deltas["ep"], deltas["step"], self.w_ep, self.w_step,
+            t.outcome_adv, mask * (1.0 - anchor[:, None]), deltas["ep"], deltas["step"], self.w_ep, self.w_step,
             normalize_teacher=self.normalize_teacher, clip_teacher=self.clip_teacher,
             outcome_weight=self.outcome_weight, episode_sample_mask=q["ep"], step_sample_mask=q["step"],
             delta_sample=delta_sample, w_sample=self.w_sample)
@@ -67,6 +69,8 @@ class CombineAdvantages(ConnectorV2):
         out["teacher_delta"] = as_t((deltas["ep"] + deltas["step"]).astype(np.float32))
         # Rows the skill teacher sampled (TeacherSamples), for the optional teacher-sample likelihood term.
         out["teacher_rows"] = as_t(np.array([d is not None for d in t.sample_delta], np.float32))
+        if anchor.any():  # rows trained only toward pi_ref on the skill prompt (losses.py)
+            out["anchor_rows"] = as_t(anchor.astype(np.float32))
         batch[DEFAULT_MODULE_ID] = out
         return batch
 

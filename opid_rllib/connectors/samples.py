@@ -7,6 +7,7 @@ A = A_out + w_ep * Delta_ep + w_step * Delta_step from the sampled episodes to t
     SkillPrompts  (skill_prompts.py)   analysis -> routed skills -> skill-augmented prompts
     RescoreWithOldPolicy (rescore.py)  log pi_old(y | x), log pi_old(y | x + skill)
     TeacherSamples (teacher_samples.py) optional: responses sampled under the skill prompt, added as rows
+                                        (and, for the teacher anchor, the same under the skill prompt)
     CombineAdvantages (combine.py)     Delta, A, the padded tensor batch for the loss (losses.py)
 """
 
@@ -51,6 +52,8 @@ class StepSamples:
     # -- TeacherSamples: on rows whose response the skill-conditioned teacher sampled (None elsewhere),
     # Delta_T = log pi_old(y_T | x + skill) - log pi_old(y_T | x) per token.
     sample_delta: list[Optional[np.ndarray]] = field(default_factory=list)
+    # 1 on the teacher anchor's rows (x + skill, y_T), trained only toward pi_ref on the skill prompt (losses.py).
+    anchor: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
 
     def __len__(self) -> int:
         return len(self.prompt)
@@ -121,5 +124,6 @@ class EpisodesToStepSamples(ConnectorV2):
         t.on_plan = np.asarray(plan_all, np.float32)
         t.expert_action = expert_all
         t.sample_delta = [None] * len(t)
+        t.anchor = np.zeros(len(t), np.float32)
         shared_data[SAMPLES] = t
         return batch

@@ -20,6 +20,12 @@ so step_skill_adv_weight > 0; the default: on our tiny base the episode skill wa
 anti-teacher) or "routed" (every row with a routed skill). Generation uses Hugging Face `generate` on the
 learner's own weights (theta_old, before the update) whatever the rollout backend, so a vLLM rollout engine is
 never started on a learner.
+
+Teacher anchor (`teacher_anchor_coeff` c_A > 0): each teacher sample also enters as the row (x + skill, y_T),
+with log pi_old(y_T | x + skill) as its old log-prob and no advantage; its only loss is c_A * KL(pi_theta ||
+pi_ref) on the skill prompt (losses.py). Teacher and student are the same weights and the rows above train
+only the plain prompt, which wore the teacher's skill-reading down on SmolLM2; pi-Distill trains the
+skill-conditioned side as well, and this keeps it where the base had it.
 """
 
 from __future__ import annotations
@@ -38,11 +44,11 @@ TEACHER_SAMPLE_ROWS = ("step", "routed")
 
 
 class TeacherSamples(ConnectorV2):
-    def __init__(self, *args, weight: float = 0.0, rows: str = "step", **kw):
+    def __init__(self, *args, weight: float = 0.0, rows: str = "step", anchor: float = 0.0, **kw):
         super().__init__(*args, **kw)
         if rows not in TEACHER_SAMPLE_ROWS:
             raise ValueError(f"teacher_sample_rows={rows!r}: use one of {TEACHER_SAMPLE_ROWS}")
-        self.weight, self.rows = float(weight), rows
+        self.weight, self.rows, self.anchor = float(weight), rows, float(anchor)
         self._backend = None
 
     def _skill_prompt(self, t: StepSamples, i: int):
@@ -73,12 +79,15 @@ class TeacherSamples(ConnectorV2):
         # re-scoring the skill prompts was a third of this piece's time. The plain prompt must be scored.
         lp_teacher = [np.asarray(g.logprobs, np.float32) for _, _, g in keep]
         lp_student = module.score([t.prompt_ids[i] for i, _, _ in keep], resp)
-        new = self._rows(t, keep, resp, lp_student, lp_teacher)
-        # Each teacher row right after its source row, so every minibatch mixes both kinds.
-        after = {i: len(t) + k for k, (i, _, _) in enumerate(keep)}
-        order = [j for i in range(len(t)) for j in ((i, after[i]) if i in after else (i,))]
+        rows = new = self._rows(t, keep, resp, lp_student, lp_teacher)
+        per = 1
+        if self.anchor > 0:
+            new, per = rows.stacked(self._anchor_rows(t, keep, resp, lp_teacher), list(range(2 * len(keep)))), 2
+        # Each source row's teacher row (then its anchor row) right after it, so every minibatch mixes the kinds.
+        after = {i: [len(t) + k + r * len(keep) for r in range(per)] for k, (i, _, _) in enumerate(keep)}
+        order = [j for i in range(len(t)) for j in [i, *after.get(i, [])]]
         shared_data[SAMPLES] = t.stacked(new, order)
-        self._log(metrics, t, keep, new)
+        self._log(metrics, t, keep, rows)
         log(metrics, "timers/teacher_samples_s", time.perf_counter() - t0)
         return batch
 
@@ -107,7 +116,21 @@ class TeacherSamples(ConnectorV2):
             prompt_ep=[None] * n, prompt_step=[None] * n, prompt_ids=[t.prompt_ids[i] for i in src],
             logp_old=list(lp_student), logp_ep=[None] * n, logp_step=[None] * n,
             sample_delta=[np.asarray(a, np.float32) - np.asarray(b, np.float32)
-                          for a, b in zip(lp_teacher, lp_student)])
+                          for a, b in zip(lp_teacher, lp_student)], anchor=np.zeros(n, np.float32))
+
+    def _anchor_rows(self, t: StepSamples, keep, resp, lp_teacher) -> StepSamples:
+        """The teacher anchor's rows: the skill prompt x + skill and y_T, old log-probs log pi_old(y_T | x + skill),
+        no advantage of any kind (no skill, no Delta_T, A_out = 0), anchor = 1."""
+        src = [i for i, _, _ in keep]
+        n = len(src)
+        return StepSamples(
+            prompt=[self._skill_prompt(t, i) for i in src], response_ids=resp, sampling_logp=list(lp_teacher),
+            outcome_adv=np.zeros(n, np.float32), traj_id=[t.traj_id[i] for i in src],
+            step_index=t.step_index[src], skills=[None] * n, on_plan=np.full(n, np.nan, np.float32),
+            expert_action=[t.expert_action[i] for i in src], env_name=[t.env_name[i] for i in src],
+            episode_skill=[None] * n, step_skill=[None] * n, prompt_ep=[None] * n, prompt_step=[None] * n,
+            prompt_ids=[list(ids) for _, ids, _ in keep], logp_old=list(lp_teacher), logp_ep=[None] * n,
+            logp_step=[None] * n, sample_delta=[None] * n, anchor=np.ones(n, np.float32))
 
     @staticmethod
     def _log(metrics, t: StepSamples, keep, new: StepSamples) -> None:

@@ -91,3 +91,29 @@ def test_teacher_sample_likelihood_acts_past_the_clip():
     assert logp.grad[1].tolist() == pytest.approx([-0.5 * m for m in MASK])
     off, _ = ppo_token_loss(logp.detach(), old, adv, mask, teacher_rows=rows, kl_coeff=0.0, entropy_coeff=0.0)
     assert off.item() == pytest.approx(2 * -1.2)  # c_T = 0 (the default): the plain clipped loss
+
+
+def test_teacher_anchor_rows_get_only_their_kl_to_the_reference():
+    """Anchor rows (x + skill, y_T): no clipped term, entropy or ref KL at kl_coeff, only c_A * k3(ref, logp); the
+    student's row keeps exactly its loss and its diagnostics ignore the anchor row."""
+    logp = torch.tensor([LOGP, LOGP], dtype=torch.float64, requires_grad=True)
+    two = lambda x: torch.tensor([x, x], dtype=torch.float64)  # noqa: E731
+    kw = dict(entropy=two(ENT), ref_logp=two(REF), kl_coeff=0.1, entropy_coeff=0.01)
+    loss, stats = ppo_token_loss(logp, two(OLD), two(ADV), two(MASK), anchor_rows=torch.tensor([0.0, 1.0]),
+                                 anchor_coeff=0.5, **kw)
+    alone, alone_stats = ppo_token_loss(t(LOGP), t(OLD), t(ADV), t(MASK), **{k: v[:1] if torch.is_tensor(v) else v
+                                                                              for k, v in kw.items()})
+    k3 = [math.exp(r - lp) - (r - lp) - 1 for r, lp in zip(REF, LOGP)]
+    anchor_kl = sum(k * m for k, m in zip(k3, MASK))
+    assert loss.item() == pytest.approx(alone.item() + 0.5 * anchor_kl)
+    assert stats["teacher_anchor_kl"].item() == pytest.approx(anchor_kl)
+    assert stats["teacher_anchor_tokens"].item() == sum(MASK)
+    for k in ("policy_loss", "clip_frac", "approx_kl_old", "entropy", "kl_ref"):
+        assert stats[k].item() == pytest.approx(alone_stats[k].item())
+    loss.backward()
+    # d k3 / d logp = 1 - exp(ref - logp): a token the teacher now finds less likely than the base did
+    # (logp < ref) is pushed back up, one it finds more likely is pulled down.
+    assert logp.grad[1].tolist() == pytest.approx([0.5 * (1 - math.exp(r - lp)) * m
+                                                   for r, lp, m in zip(REF, LOGP, MASK)])
+    with pytest.raises(ValueError, match="anchor_coeff > 0 needs ref_logp"):
+        ppo_token_loss(logp, two(OLD), two(ADV), two(MASK), anchor_rows=torch.tensor([0.0, 1.0]), anchor_coeff=0.5)

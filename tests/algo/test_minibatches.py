@@ -1,6 +1,7 @@
 """PPO minibatches (the reference's ppo_mini_batch_size): one optimizer step per `minibatch_size` step-samples,
 sequential split, old log-probs fixed for the whole pass. Real tiny model and real OPIDTorchLearner."""
 
+import pytest
 import torch
 
 from envs.base import text_space
@@ -70,3 +71,20 @@ def test_teacher_sample_likelihood_reaches_the_learner():
     after = on.module["default_policy"].unwrapped()._forward_train(batch)["logp"].detach()
     gain = ((after - batch["old_logp"]) * batch["response_mask"]).sum(1)
     assert float(gain[1]) > 0 and float(gain[1]) > float(gain[[0, 2, 3]].max())
+
+
+def test_teacher_anchor_rows_are_left_out_of_the_token_count():
+    """teacher_anchor_coeff > 0: the learner scores pi_ref even with kl_coeff = 0, and divides by the student's
+    tokens only. At the first step pi_theta = pi_ref, so an anchor row adds no loss: the loss equals that of the
+    batch without it, where counting its tokens would have shrunk it."""
+    kw = dict(analyzer="hindsight", step_skill_adv_weight=0.5, teacher_sample_adv_weight=1.0, kl_coeff=0.0)
+    a, b = _learner(teacher_anchor_coeff=1.0, **kw), _learner(**kw)
+    assert a._ref_model is not None and b._ref_model is None
+    batch = _batch(a.module["default_policy"].unwrapped(), n=4)
+    with_anchor = {**batch, "anchor_rows": torch.tensor([0.0, 0.0, 0.0, 1.0]), "advantages": batch["advantages"].clone()}
+    with_anchor["advantages"][3] = 0.0  # as CombineAdvantages leaves it
+    _, loss_a, _ = a._uncompiled_update({"default_policy": with_anchor})
+    _, loss_b, _ = b._uncompiled_update({"default_policy": {k: v[:3] for k, v in batch.items()}})
+    assert float(loss_a["default_policy"]) == pytest.approx(float(loss_b["default_policy"]), rel=1e-5)
+    assert a.metrics.peek(("default_policy", "teacher_anchor_kl")) == pytest.approx(0.0, abs=1e-5)
+    assert a.metrics.peek(("default_policy", "num_response_tokens")) == float(batch["response_mask"][:3].sum())

@@ -130,6 +130,8 @@ def test_bad_rows_setting_names_the_field():
 @pytest.mark.parametrize("over, says", [
     ({"teacher_sample_adv_weight": 0.0, "teacher_sample_sft_coeff": 1.0}, "teacher_sample_adv_weight=0 draws none"),
     ({"teacher_sample_sft_coeff": -1.0}, "teacher_sample_sft_coeff=-1.0: must be >= 0"),
+    ({"teacher_sample_adv_weight": 0.0, "teacher_anchor_coeff": 0.1}, "teacher_anchor_coeff=0.1: applies to"),
+    ({"teacher_anchor_coeff": -1.0}, "teacher_anchor_coeff=-1.0: must be >= 0"),
     ({"analyzer": "none"}, "needs an analyzer"),
     ({"step_skill_adv_weight": 0.0}, "step_skill_adv_weight=0 routes none"),
     ({"step_skill_adv_weight": 0.0, "episode_skill_adv_weight": 0.0, "teacher_sample_rows": "routed"},
@@ -138,5 +140,30 @@ def test_bad_rows_setting_names_the_field():
 def test_settings_that_would_route_no_teacher_sample_are_refused(over, says):
     with pytest.raises(ValueError, match=re.escape(says)):
         tiny_config(**{"teacher_sample_adv_weight": 1.0, **over}).validate()
-    if "teacher_sample_sft_coeff" not in over:
+    if not {"teacher_sample_sft_coeff", "teacher_anchor_coeff"} & set(over):
         tiny_config(**{**over, "teacher_sample_adv_weight": 0.0}).validate()  # off: nothing to refuse
+
+
+def test_teacher_anchor_rows_carry_the_skill_prompt_and_no_advantage(setup):
+    """teacher_anchor_coeff > 0: each teacher row is followed by the same y_T under the skill prompt, old log-probs
+    log pi_old(y_T | x + skill), zero advantage and anchor_rows = 1; every other row, and the advantage
+    statistics, are what they are without the anchor."""
+    cfg, episodes, module = setup
+    out, t, metrics = run(cfg, episodes, module, seed=7, teacher_anchor_coeff=0.5)
+    base, t0, m0 = run(cfg, episodes, module, seed=7)
+    anchor = [j for j in range(len(t)) if t.anchor[j]]
+    teacher = [j for j, d in enumerate(t.sample_delta) if d is not None]
+    assert anchor and [j - 1 for j in anchor] == teacher and len(t) == len(t0) + len(anchor)
+    assert out["anchor_rows"].tolist() == t.anchor.tolist() and "anchor_rows" not in base
+    src = [j - 2 for j in anchor]
+    skill_ids, _ = module.encode_prompts([t.prompt_step[i] for i in src])
+    for k, j in enumerate(anchor):
+        y = t.response_ids[j]
+        assert y == t.response_ids[j - 1] and t.prompt_ids[j] == list(skill_ids[k]) and t.prompt[j] == t.prompt_step[src[k]]
+        np.testing.assert_allclose(out["old_logp"][j, :len(y)].numpy(), module.score([skill_ids[k]], [y])[0], atol=1e-4)
+        assert not out["advantages"][j].any() and not out["teacher_delta"][j].any() and out["teacher_rows"][j] == 0
+    rest = [j for j in range(len(t)) if not t.anchor[j]]
+    width = base["advantages"].shape[1]
+    np.testing.assert_allclose(out["advantages"][rest, :width].numpy(), base["advantages"].numpy(), atol=1e-5)
+    adv_stats = {k: v for k, v in metrics.items() if k.startswith("opid/adv/")}
+    assert adv_stats and adv_stats == pytest.approx({k: m0[k] for k in adv_stats})

@@ -154,19 +154,24 @@ def test_one_slot_server_capped_at_one_request_never_times_out():
 
 @pytest.mark.parametrize("hold", [None, 0.0])
 def test_retry_after_a_timeout_does_not_queue_behind_the_abandoned_request(hold):
-    """The first request takes 1.9 s on a one-slot server (timeout 1 s) and the server finishes it
+    """The first request takes 3.25 s on a one-slot server (timeout 1.5 s) and the server finishes it
     anyway. Holding its slot for one more timeout (the default) lets every analysis succeed after
     that single timeout; freeing the slot at once (hold 0) sends the next request into the busy
-    server, where it times out too."""
-    with server(slots=1, work_s=0.4, slow_s=1.9) as srv:
+    server, where it times out too.
+
+    Timings leave each case 0.75 s of scheduling slack on a loaded machine: with hold 0 the next request,
+    sent at the first timeout (1.5 s), ends at 3.25 + 0.5 = 3.75 s, past its own timeout at 3.0 s; with the
+    hold it is sent at 3.0 s and ends at 3.75 s, inside its timeout at 4.5 s. (At 1.0 / 1.9 / 0.4 s the
+    slack was 0.3 s, and a first timeout that fired late once let hold 0's retry succeed.)"""
+    with server(slots=1, work_s=0.5, slow_s=3.25) as srv:
         srv.push("slow")
-        a = make(srv, timeout_s=1.0, max_concurrent_requests=1, max_retries=3, abandoned_hold_s=hold)
+        a = make(srv, timeout_s=1.5, max_concurrent_requests=1, max_retries=3, abandoned_hold_s=hold)
         t0 = time.monotonic()
         results, _ = _run_pool([a], trajs(4))
         if hold is None:
             assert all(r.ok for r in results) and a.stats()["timeouts"] == 1
             assert sorted(r.attempts for r in results) == [1, 1, 1, 2]
-            assert time.monotonic() - t0 < 5.0
+            assert time.monotonic() - t0 < 8.0  # about 5.25 s: the hold, the slow answer's end, then 4 x 0.5 s
         else:
             assert a.stats()["timeouts"] >= 2
 
