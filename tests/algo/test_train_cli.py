@@ -162,12 +162,13 @@ def test_a_tuned_example_takes_the_flags_given_and_keeps_the_rest():
     before = (cfg.group_size, cfg.max_new_tokens, cfg.episode_skill_adv_weight)
     args = build_parser().parse_args(["--model", "/some/base", "--max-steps", "15", "--lr", "1e-3", "--seed", "3",
                                       "--minibatch-size", "64", "--teacher-sample-adv-weight", "0.5",
-                                      "--teacher-sample-sft-coeff", "0.25", "--invalid-action-source", "repeat",
+                                      "--teacher-sample-sft-coeff", "0.25", "--teacher-anchor-coeff", "0.1",
+                                      "--invalid-action-source", "repeat",
                                       "--dtype", "bfloat16"])
     apply_overrides(cfg, args)
     assert (cfg.llm_model, cfg.max_steps, cfg.env_config["max_steps"], cfg.lr, cfg.seed, cfg.minibatch_size) == \
         ("/some/base", 15, 15, 1e-3, 3, 64)
-    assert (cfg.teacher_sample_adv_weight, cfg.teacher_sample_sft_coeff) == (0.5, 0.25)
+    assert (cfg.teacher_sample_adv_weight, cfg.teacher_sample_sft_coeff, cfg.teacher_anchor_coeff) == (0.5, 0.25, 0.1)
     assert cfg.invalid_action_source == "repeat"
     assert cfg.dtype == "bfloat16"
     assert (cfg.group_size, cfg.max_new_tokens, cfg.episode_skill_adv_weight) == before
