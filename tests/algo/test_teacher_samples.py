@@ -5,6 +5,7 @@ import re
 
 import numpy as np
 import pytest
+import ray
 import torch
 
 from opid_rllib.advantages import plan_match
@@ -169,6 +170,7 @@ def test_teacher_anchor_rows_carry_the_skill_prompt_and_no_advantage(setup):
     assert adv_stats and adv_stats == pytest.approx({k: m0[k] for k in adv_stats})
 
 
+@pytest.mark.ray
 def test_teacher_anchor_trains_through_real_rllib():
     """One OPID iteration with the teacher anchor on (kl_coeff = 0, so pi_ref is loaded for the anchor alone):
     the learner logs the anchor's KL, and the token count is the student's rows' (the anchor rows are not in it)."""
@@ -179,6 +181,7 @@ def test_teacher_anchor_trains_through_real_rllib():
         r = algo.train()
     finally:
         algo.stop()
+        ray.shutdown()  # later tests check that bad input fails before Ray starts
     learner, opid = r["learners"]["default_policy"], r["learners"]["opid"]
     assert opid["teacher_samples"]["rows"] > 0
     assert np.isfinite(learner["teacher_anchor_kl"]) and learner["teacher_anchor_kl"] >= 0
