@@ -103,7 +103,9 @@ class OPIDTorchLearner(TorchLearner):
         data = {k: torch.as_tensor(v).to(self._device) for k, v in batch[mid].items()}
         module = policy_module(self.module)
         n = int(data["response_ids"].shape[0])
-        k = minibatch_count(n, self.config.minibatch_size)
+        # The teacher anchor's rows do not count toward minibatch_size: the anchor must not add optimizer steps.
+        anchor = data.get("anchor_rows")
+        k = minibatch_count(n if anchor is None else int((anchor == 0).sum()), self.config.minibatch_size)
         distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
         if distributed:  # every rank must take the same number of optimizer steps (all-reduce per step)
             t = torch.tensor([k], device=self._device)

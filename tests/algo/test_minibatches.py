@@ -88,3 +88,6 @@ def test_teacher_anchor_rows_are_left_out_of_the_token_count():
     assert float(loss_a["default_policy"]) == pytest.approx(float(loss_b["default_policy"]), rel=1e-5)
     assert a.metrics.peek(("default_policy", "teacher_anchor_kl")) == pytest.approx(0.0, abs=1e-5)
     assert a.metrics.peek(("default_policy", "num_response_tokens")) == float(batch["response_mask"][:3].sum())
+    c = _learner(teacher_anchor_coeff=1.0, minibatch_size=3, **kw)  # 3 student rows: one step, as without the anchor
+    c._uncompiled_update({"default_policy": with_anchor})
+    assert c.metrics.peek(("default_policy", "num_optimizer_steps")) == 1
