@@ -74,18 +74,7 @@ class OPIDTorchLearner(TorchLearner):
 
     def _loss_sum(self, batch, fwd_out):
         cfg = self.config
-        ref_logp = None
-        if self._ref_is_base and self._needs_ref():
-            module = policy_module(self.module)
-            with torch.no_grad(), module.model.disable_adapter(), module.autocast():
-                ref_logp, _ = response_logprobs(module.model, batch["prompt_ids"], batch["prompt_len"],
-                                                batch["response_ids"], batch["response_len"],
-                                                temperature=self._temperature)
-        elif self._ref_model is not None:
-            with torch.no_grad():  # the ref is already in the compute dtype: no autocast needed
-                ref_logp, _ = response_logprobs(self._ref_model, batch["prompt_ids"], batch["prompt_len"],
-                                                batch["response_ids"], batch["response_len"],
-                                                temperature=self._temperature)
+        ref_logp = self._ref_logp(batch)
         return ppo_token_loss(
             fwd_out["logp"], batch["old_logp"], batch["advantages"], batch["response_mask"],
             entropy=fwd_out["entropy"], ref_logp=ref_logp, teacher_delta=batch.get("teacher_delta"),
@@ -93,6 +82,22 @@ class OPIDTorchLearner(TorchLearner):
             anchor_rows=batch.get("anchor_rows"), anchor_coeff=cfg.teacher_anchor_coeff,
             clip_low=cfg.clip_ratio_low, clip_high=cfg.clip_ratio_high, dual_clip_c=cfg.dual_clip_c,
             kl_coeff=cfg.kl_coeff, entropy_coeff=cfg.entropy_coeff, opsd_coeff=cfg.opsd_loss_coeff)
+
+    def _ref_logp(self, batch):
+        """log pi_ref on the responses, or None where no term uses it: the KL penalty reads every row, the teacher
+        anchor only its own, so at kl_coeff = 0 a micro-batch without anchor rows skips the forward."""
+        anchor = batch.get("anchor_rows")
+        if not (self.config.kl_coeff > 0 or (anchor is not None and bool(anchor.any()))):
+            return None
+        args = (batch["prompt_ids"], batch["prompt_len"], batch["response_ids"], batch["response_len"])
+        if self._ref_is_base:  # LoRA: the base is the same model with its adapters disabled
+            module = policy_module(self.module)
+            with torch.no_grad(), module.model.disable_adapter(), module.autocast():
+                return response_logprobs(module.model, *args, temperature=self._temperature)[0]
+        if self._ref_model is None:
+            return None
+        with torch.no_grad():  # the ref is already in the compute dtype: no autocast needed
+            return response_logprobs(self._ref_model, *args, temperature=self._temperature)[0]
 
     def _uncompiled_update(self, batch, **kwargs):
         """One PPO pass over the batch: an optimizer step per minibatch (`minibatch_size` step-samples,

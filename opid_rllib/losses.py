@@ -33,7 +33,8 @@ def ppo_token_loss(
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Returns (sum over tokens of the loss, sums of diagnostics over tokens). Anchor rows (teacher_anchor_coeff)
     are left out of every diagnostic but their own (teacher_anchor_kl, teacher_anchor_tokens)."""
-    anchor = anchor_rows[:, None].to(logp.dtype) if anchor_rows is not None and anchor_coeff else None
+    on = anchor_rows is not None and anchor_coeff and bool(anchor_rows.any())  # a micro-batch may hold none
+    anchor = anchor_rows[:, None].to(logp.dtype) if on else None
     diag = mask if anchor is None else mask * (1.0 - anchor)  # the student's tokens
     # r = pi_theta / pi_old, per token.
     log_ratio = logp - old_logp

@@ -50,7 +50,7 @@ class CombineAdvantages(ConnectorV2):
         # Delta_T on teacher-sampled rows, 0 on the student's own rows (TeacherSamples).
         delta_sample = _pad_rows(t.sample_delta, width, 0.0)  # combine_advantages masks padding
         # The teacher anchor's rows (x + skill, y_T) carry no advantage, and the statistics leave them out.
-        anchor = t.anchor if len(t.anchor) == len(t) else np.zeros(len(t), np.float32)
+        anchor = t.anchor
         adv, stats = combine_advantages(
             t.outcome_adv, mask * (1.0 - anchor[:, None]), deltas["ep"], deltas["step"], self.w_ep, self.w_step,
             normalize_teacher=self.normalize_teacher, clip_teacher=self.clip_teacher,

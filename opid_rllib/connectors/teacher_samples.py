@@ -31,6 +31,7 @@ skill-conditioned side as well, and this keeps it where the base had it.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 from ray.rllib.connectors.connector_v2 import ConnectorV2
@@ -82,7 +83,7 @@ class TeacherSamples(ConnectorV2):
         rows = new = self._rows(t, keep, resp, lp_student, lp_teacher)
         per = 1
         if self.anchor > 0:
-            new, per = rows.stacked(self._anchor_rows(t, keep, resp, lp_teacher), list(range(2 * len(keep)))), 2
+            new, per = rows.stacked(self._anchor_rows(t, keep, rows, lp_teacher), list(range(2 * len(keep)))), 2
         # Each source row's teacher row (then its anchor row) right after it, so every minibatch mixes the kinds.
         after = {i: [len(t) + k + r * len(keep) for r in range(per)] for k, (i, _, _) in enumerate(keep)}
         order = [j for i in range(len(t)) for j in [i, *after.get(i, [])]]
@@ -118,19 +119,14 @@ class TeacherSamples(ConnectorV2):
             sample_delta=[np.asarray(a, np.float32) - np.asarray(b, np.float32)
                           for a, b in zip(lp_teacher, lp_student)], anchor=np.zeros(n, np.float32))
 
-    def _anchor_rows(self, t: StepSamples, keep, resp, lp_teacher) -> StepSamples:
-        """The teacher anchor's rows: the skill prompt x + skill and y_T, old log-probs log pi_old(y_T | x + skill),
-        no advantage of any kind (no skill, no Delta_T, A_out = 0), anchor = 1."""
-        src = [i for i, _, _ in keep]
-        n = len(src)
-        return StepSamples(
-            prompt=[self._skill_prompt(t, i) for i in src], response_ids=resp, sampling_logp=list(lp_teacher),
-            outcome_adv=np.zeros(n, np.float32), traj_id=[t.traj_id[i] for i in src],
-            step_index=t.step_index[src], skills=[None] * n, on_plan=np.full(n, np.nan, np.float32),
-            expert_action=[t.expert_action[i] for i in src], env_name=[t.env_name[i] for i in src],
-            episode_skill=[None] * n, step_skill=[None] * n, prompt_ep=[None] * n, prompt_step=[None] * n,
-            prompt_ids=[list(ids) for _, ids, _ in keep], logp_old=list(lp_teacher), logp_ep=[None] * n,
-            logp_step=[None] * n, sample_delta=[None] * n, anchor=np.ones(n, np.float32))
+    def _anchor_rows(self, t: StepSamples, keep, rows: StepSamples, lp_teacher) -> StepSamples:
+        """The teacher anchor's rows: the teacher rows with the skill prompt x + skill in place of x, old log-probs
+        log pi_old(y_T | x + skill), no Delta_T (they already had no skill and A_out = 0), anchor = 1."""
+        n = len(keep)
+        return replace(rows, prompt=[self._skill_prompt(t, i) for i, _, _ in keep],
+                       prompt_ids=[list(ids) for _, ids, _ in keep], sampling_logp=list(lp_teacher),
+                       logp_old=list(lp_teacher), on_plan=np.full(n, np.nan, np.float32), sample_delta=[None] * n,
+                       anchor=np.ones(n, np.float32))
 
     @staticmethod
     def _log(metrics, t: StepSamples, keep, new: StepSamples) -> None:

@@ -78,7 +78,8 @@ def test_teacher_anchor_rows_are_left_out_of_the_token_count():
     tokens only. At the first step pi_theta = pi_ref, so an anchor row adds no loss: the loss equals that of the
     batch without it, where counting its tokens would have shrunk it."""
     kw = dict(analyzer="hindsight", step_skill_adv_weight=0.5, teacher_sample_adv_weight=1.0, kl_coeff=0.0)
-    a, b = _learner(teacher_anchor_coeff=1.0, **kw), _learner(**kw)
+    # a's micro-batches of one row: those without an anchor row skip pi_ref's forward (kl_coeff = 0)
+    a, b = _learner(teacher_anchor_coeff=1.0, micro_batch_size=1, **kw), _learner(**kw)
     assert a._ref_model is not None and b._ref_model is None
     batch = _batch(a.module["default_policy"].unwrapped(), n=4)
     with_anchor = {**batch, "anchor_rows": torch.tensor([0.0, 0.0, 0.0, 1.0]), "advantages": batch["advantages"].clone()}
