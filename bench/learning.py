@@ -133,10 +133,12 @@ def evaluate_policy(path: str, seed: int, args) -> dict:
 
 def base_headroom(path: str, args) -> dict:
     """The base's oracle play on --headroom-panel (seed 0), or --headroom-results: opid-eval's results.json of
-    that same play, read instead of playing the panel twice (refused where its settings differ)."""
+    that same play, or the record bench/smollm2_headroom.sh's RESULTS= kept of it (under "play"), read instead of
+    playing the panel twice (refused where its settings differ)."""
     if args.headroom_results:
         with open(args.headroom_results) as f:
             ev = json.load(f)
+        ev = ev.get("play", ev)
         want = {"panel": args.headroom_panel, "skills": "oracle", "seed": 0, "temperature": args.eval_temperature,
                 "max_steps": args.eval_max_steps, "history_length": args.history_length,
                 "max_new_tokens": args.max_new_tokens, "max_prompt_len": args.max_prompt_len, "dtype": args.dtype}

@@ -20,8 +20,9 @@
 #                              # the skill prompt, which keeps the skill teacher the base's), after the arms above
 #   ITERS=6 DTYPE=bfloat16 THREADS=2 ...
 #   HEADROOM=PLAY/results.json ...   # the base's oracle play, read as the study's teacher table instead of
-#                              # playing it again; default SFT-alfworld_valid_unseen_v1/results.json (where
-#                              # bench/smollm2_headroom.sh writes it) when that exists
+#                              # playing it again (about 67 min here); default SFT-alfworld_valid_unseen_v1/results.json
+#                              # (where bench/smollm2_headroom.sh writes it) when that exists; its RESULTS= record
+#                              # (bench/results/headroom_smollm2_t120_e1_unseen.json for sft_t120_e1) is read too
 #   RESULTS=bench/results/learning_smollm2.json ...   # also write the per-seed numbers, command and summary there
 # Micro-batches of 4 rows, not the tiny preset's 16 (the same gradient: a sum over rows / tokens): at 16 the learner
 # outgrew this machine's 24 GB in GRPO's third iteration and was killed.

@@ -123,11 +123,16 @@ def test_learning_headroom_read_from_the_same_oracle_play_only(tmp_path, bench_m
     (tmp_path / "results.json").write_text(json.dumps(played))
     got = learning.base_headroom("unused-model-path", args)
     assert got == {k: played[k] for k in ("table", "teacher_table", "headroom")}
+    # bench/smollm2_headroom.sh's RESULTS= record holds the same play under "play" (the repo keeps that one)
+    (tmp_path / "results.json").write_text(json.dumps({"command": "bash bench/smollm2_headroom.sh", "play": played}))
+    assert learning.base_headroom("unused-model-path", args) == got
     for key, other in (("max_prompt_len", 2048), ("skills", "none"), ("env_config", {"expert": "handcoded"}),
                        ("dtype", "bfloat16")):
-        (tmp_path / "results.json").write_text(json.dumps(dict(played, config=dict(config, **{key: other}))))
-        with pytest.raises(SystemExit, match=key):
-            learning.base_headroom("unused-model-path", args)
+        bad = dict(played, config=dict(config, **{key: other}))
+        for on_disk in (bad, {"play": bad}):
+            (tmp_path / "results.json").write_text(json.dumps(on_disk))
+            with pytest.raises(SystemExit, match=key):
+                learning.base_headroom("unused-model-path", args)
 
 
 def test_learning_keeps_one_compute_dtype_per_output_folder(tmp_path, bench_module):
