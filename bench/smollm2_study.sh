@@ -15,7 +15,8 @@
 #   LR=1e-5 bash bench/smollm2_study.sh SFT [OUT_DIR]    # SFT: bench/smollm2_headroom.sh's OUT/sft_tTASKS_eEPOCHS
 #                              # OUT_DIR: default bench/results/smollm2_study
 #   SEEDS=0 ...                # default 0,1,2
-#   ARMS=all ...               # default grpo_t: GRPO and T; all: also T with shuffled skills; t: T alone
+#   ARMS=all ...               # default grpo_t: GRPO and T; all: also T with shuffled skills; t: T alone;
+#                              # grpo: GRPO alone; shuffled: T with shuffled skills alone (one arm per sitting)
 #   ANCHOR=1 ...               # also T with the teacher anchor at c_A = 1 (teacher_anchor_coeff: KL to the base on
 #                              # the skill prompt, which keeps the skill teacher the base's), after the arms above
 #   ITERS=6 DTYPE=bfloat16 THREADS=2 ...
@@ -40,7 +41,10 @@ case ${ARMS:-grpo_t} in
   all) VARIANTS="grpo,$T_ARM,$T_ARM+shuffle_skills=true" ;;
   grpo_t) VARIANTS="grpo,$T_ARM" ;;
   t) VARIANTS="$T_ARM" ;;
-  *) echo "ARMS=${ARMS}: choose grpo_t (GRPO and T), all (also T with shuffled skills) or t (T alone)" >&2; exit 2 ;;
+  grpo) VARIANTS="grpo" ;;
+  shuffled) VARIANTS="$T_ARM+shuffle_skills=true" ;;
+  *) echo "ARMS=${ARMS}: choose grpo_t (GRPO and T), all (also T with shuffled skills), t, grpo or shuffled" >&2
+     exit 2 ;;
 esac
 [ -z "${ANCHOR:-}" ] || VARIANTS="$VARIANTS,$T_ARM+teacher_anchor_coeff=$ANCHOR"
 PANEL=alfworld/valid_unseen@v1
