@@ -81,7 +81,7 @@ def parse_variant(spec: str) -> tuple[str, dict]:
 # --base is checked by content instead (base_weights): a study resumed on a fresh machine names a rebuilt warm
 # start, wherever it lies, and goes on only where its weights are the ones the folder's runs started from.
 NOT_RUN_SETTINGS = ("variants", "seeds", "shard", "torch_threads", "out", "results", "opid_variant",
-                    "shuffled_variant", "headroom_panel", "headroom_results", "base")
+                    "shuffled_variant", "headroom_panel", "headroom_results", "base", "cached_only")
 
 
 def sizes(args) -> dict:
@@ -289,6 +289,9 @@ def main(argv=None) -> int:
     p.add_argument("--results", default=None,
                    help="also write the per-seed numbers, the command and the summary here "
                         "(e.g. bench/results/learning.json)")
+    p.add_argument("--cached-only", action="store_true",
+                   help="train and play nothing: report the jobs of --variants x --seeds already cached under "
+                        "--out, naming the others (a study that takes several sittings, reported after each)")
     args = p.parse_args(argv)
     try:
         args.env_config = json_object_arg("--env-config", args.env_config)
@@ -334,8 +337,20 @@ def main(argv=None) -> int:
                       flush=True)
         print(f"[learning] shard {args.shard} done in {time.time() - t_start:.0f}s")
         return 0
+    if args.cached_only:
+        missing = [path for path, _ in order if not os.path.exists(path)]
+        order = [(path, fn) for path, fn in order if os.path.exists(path)]
+        if missing:
+            print("[learning] --cached-only: not run yet, left out: "
+                  + ", ".join(os.path.basename(m)[:-len(".json")] for m in missing), flush=True)
     done = {path: cached(path, fn) for path, fn in order}
-    base_tables, runs = [done[p] for p, _ in jobs[:len(seeds)]], [done[p] for p, _ in jobs[len(seeds):]]
+    base_seeds = [s for s, (p, _) in zip(seeds, jobs) if p in done]  # every seed, unless --cached-only
+    base_tables = [done[p] for p, _ in jobs[:len(seeds)] if p in done]
+    runs = [done[p] for p, _ in jobs[len(seeds):] if p in done]
+    if not base_tables or not runs:
+        raise SystemExit(f"--cached-only: {args.out}/runs holds no base play or no run of --variants x --seeds to "
+                         "report: run the study without --cached-only first")
+    seeds = sorted(set(base_seeds) | {r["seed"] for r in runs})
     print(f"[learning] base on {args.eval_panel}: All {[t['success_pct']['All'] for t in base_tables]}", flush=True)
     total = time.time() - t_start
     rows = {"base (no RL)": base_tables}
@@ -355,7 +370,8 @@ def main(argv=None) -> int:
         if z:
             print(f"{v}: {100 * statistics.mean(z):.0f} % of rollout groups had no outcome signal (all copies won or all lost)")
     headroom = None
-    if args.headroom_panel:
+    if args.headroom_panel and not (args.cached_only and not args.headroom_results
+                                    and not os.path.exists(os.path.join(args.out, "runs", "base-headroom.json"))):
         headroom = cached(os.path.join(args.out, "runs", "base-headroom.json"), lambda: base_headroom(base, args))
         st, te = headroom["table"]["success_pct"], headroom["teacher_table"]["success_pct"]
         print(f"\nteacher diagnostics of the base on {args.headroom_panel} (oracle step skill at every step): "
@@ -371,10 +387,10 @@ def main(argv=None) -> int:
     print(f"wrote {args.out}/learning.json and {args.out}/learning.png")
     if args.results:
         per_seed = {v: {str(r["seed"]): r["table"]["success_pct"] for r in runs if r["variant"] == v} for v in variants}
-        per_seed["base (no RL)"] = {str(s): t["success_pct"] for s, t in zip(seeds, base_tables)}
+        per_seed["base (no RL)"] = {str(s): t["success_pct"] for s, t in zip(base_seeds, base_tables)}
         agreement = {v: {str(r["seed"]): r["table"].get("expert_agreement_pct") for r in runs if r["variant"] == v}
                      for v in variants}
-        agreement["base (no RL)"] = {str(s): t.get("expert_agreement_pct") for s, t in zip(seeds, base_tables)}
+        agreement["base (no RL)"] = {str(s): t.get("expert_agreement_pct") for s, t in zip(base_seeds, base_tables)}
         os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
         with open(args.results, "w") as f:
             json.dump({"command": "python bench/learning.py " + " ".join(sys.argv[1:] if argv is None else argv),

@@ -25,6 +25,8 @@
 #                              # (where bench/smollm2_headroom.sh writes it) when that exists; its RESULTS= record
 #                              # (bench/results/headroom_smollm2_t120_e1_unseen.json for sft_t120_e1) is read too
 #   RESULTS=bench/results/learning_smollm2.json ...   # also write the per-seed numbers, command and summary there
+#   REPORT=1 ...               # train and play nothing: report the jobs of ARMS x SEEDS already cached (after a
+#                              # sitting that ran one arm, e.g. SEEDS=0,1,2 ARMS=all REPORT=1)
 # Micro-batches of 4 rows, not the tiny preset's 16 (the same gradient: a sum over rows / tokens): at 16 the learner
 # outgrew this machine's 24 GB in GRPO's third iteration and was killed.
 # LR has no default: no RL learning rate has been measured for SmolLM2 here (the tiny model's studies use 3e-4,
@@ -55,4 +57,4 @@ HEADROOM=${HEADROOM:-$([ -f "$PLAYED" ] && echo "$PLAYED" || true)}
   --lr "$LR" --dtype "$DTYPE" \
   --torch-threads "${THREADS:-2}" --max-new-tokens 32 --max-prompt-len 2048 --opid-variant "$T_ARM" \
   --shuffled-variant "$T_ARM+shuffle_skills=true" --out "$OUT" --headroom-panel "$PANEL" \
-  ${HEADROOM:+--headroom-results "$HEADROOM"} ${RESULTS:+--results "$RESULTS"}
+  ${HEADROOM:+--headroom-results "$HEADROOM"} ${RESULTS:+--results "$RESULTS"} ${REPORT:+--cached-only}

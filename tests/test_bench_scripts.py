@@ -242,11 +242,14 @@ def test_the_smollm2_study_trains_grpo_and_t_at_the_headroom_plays_settings(tmp_
     for arms, variants in (("grpo", "grpo"), ("shuffled", f"{t_arm}+shuffle_skills=true")):  # one arm per sitting
         assert run({**env, "ARMS": arms}).returncode == 0
         assert f"--variants {variants} " in log.read_text().splitlines()[-1]
+        assert "--cached-only" not in log.read_text().splitlines()[-1]
+    assert run({**env, "ARMS": "all", "REPORT": "1"}).returncode == 0  # the report of what has finished
+    assert log.read_text().splitlines()[-1].endswith(" --cached-only")
     for bad, says in (({"LR": ""}, "LR=: set the RL learning rate"), ({"DTYPE": "float16"}, "DTYPE=float16"),
                       ({"ARMS": "opid"}, "ARMS=opid: choose")):
         p = run({**env, **bad})
         assert p.returncode == 2 and says in p.stderr, p.stderr
-    assert len(log.read_text().splitlines()) == 5  # the refused calls started nothing
+    assert len(log.read_text().splitlines()) == 6  # the refused calls started nothing
     # with no OUT_DIR the study lies in the repo, where git keeps its finished jobs and settings, not its run
     # folders (policy weights) or claims, so a fresh machine resumes it
     p = subprocess.run(["bash", str(ROOT / "bench" / "smollm2_study.sh"), str(sft)], capture_output=True, text=True,

@@ -363,3 +363,40 @@ def test_the_learners_micro_batch_is_a_study_setting(tmp_path, bench_module):
     assert (cfg.micro_batch_size, cfg.minibatch_size, cfg.lr) == (4, 32, 3e-5)
     args.micro_batch_size = None
     assert learning.study_config("tiny", "grpo", 0, args, str(tmp_path)).micro_batch_size == 16
+
+
+def test_learning_reports_the_cached_jobs_only_and_names_the_others(tmp_path, bench_module, monkeypatch, capsys):
+    """`--cached-only`: a study that takes several sittings is reported after each from what has finished (here
+    GRPO on seeds 0-1, OPID on seed 0), training and playing nothing, pairing each seed with its own base play."""
+    learning = bench_module("learning")
+    cols = ("Pick", "Look", "Clean", "Heat", "Cool", "Pick2", "Avg", "All")
+
+    def table(x):
+        return {"columns": list(cols), "success_pct": dict.fromkeys(cols, x), "episodes": 12}
+
+    def never(*a):
+        raise AssertionError("--cached-only trained or played")
+
+    monkeypatch.setattr(learning, "train_and_eval", never)
+    monkeypatch.setattr(learning, "evaluate_policy", never)
+    out = tmp_path / "study"
+    argv = ["--base", str(tmp_path / "no-model"), "--variants", "grpo,opid", "--seeds", "0,1,2", "--out", str(out),
+            "--torch-threads", "0", "--results", str(tmp_path / "r.json"), "--cached-only"]
+    with pytest.raises(SystemExit, match="--cached-only: .* no base play or no run"):
+        learning.main(argv)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    for name, x in (("grpo-s0", 10.0), ("opid-s0", 16.0), ("grpo-s1", 12.0)):
+        v, s = name.split("-s")
+        (out / "runs" / f"{name}.json").write_text(json.dumps(
+            {"variant": v, "seed": int(s), "iters": [{"train_success": 0.5, "seconds": 1.0}], "train_s": 1.0,
+             "eval_s": 1.0, "table": table(x)}))
+    for s in (0, 1):
+        (out / "runs" / f"base-s{s}.json").write_text(json.dumps(table(11.0 + s)))
+    assert learning.main(argv) == 0
+    said = capsys.readouterr().out
+    assert "not run yet, left out: opid-s1, grpo-s2, opid-s2, base-s2" in said
+    got = json.loads((tmp_path / "r.json").read_text())
+    assert got["seeds"] == [0, 1] and set(got["per_seed"]["opid"]) == {"0"}
+    assert got["per_seed"]["base (no RL)"] == {"0": table(11.0)["success_pct"], "1": table(12.0)["success_pct"]}
+    assert got["per_seed"]["grpo"]["1"]["All"] == 12.0 and got["summary"]["opid_minus_grpo_all"] == 6.0
+    assert json.loads((out / "learning.json").read_text())["base_tables"] == [table(11.0), table(12.0)]
