@@ -128,7 +128,10 @@ def _play_panel(path: str, args, **kw) -> dict:
 
 
 def evaluate_policy(path: str, seed: int, args) -> dict:
-    return _play_panel(path, args, panel=args.eval_panel, episodes=args.eval_episodes, seed=seed)["table"]
+    """The panel's table, plus which games were won (task id -> won): two arms that played with the same seed are
+    then compared game by game (learning_report.per_game), not only by their two success rates."""
+    ev = _play_panel(path, args, panel=args.eval_panel, episodes=args.eval_episodes, seed=seed)
+    return {**ev["table"], "won_by_task": {str(r["task_id"]): bool(r["won"]) for r in ev["episodes"]}}
 
 
 def base_headroom(path: str, args) -> dict:

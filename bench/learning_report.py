@@ -5,6 +5,7 @@ Pure functions of the runs' records (no training, no args), so tests import them
 
 from __future__ import annotations
 
+import math
 import statistics
 import textwrap
 
@@ -35,6 +36,11 @@ def paired_text(runs: list[dict], baseline: str) -> str:
         d = paired_diffs(runs, v, baseline)
         if d:
             lines.append(f"{v} - {baseline} (All, per seed): {', '.join(f'{x:+.1f}' for x in d)}; mean {statistics.mean(d):+.1f}")
+        g = per_game(runs, v, baseline)
+        if g:
+            lines.append(f"  games only {v} / only {baseline} won: " + "; ".join(
+                f"{'seed ' + s if s != 'pooled' else s} {x['only_variant']} / {x['only_baseline']} "
+                f"(sign test p {x['p_sign']:.3g})" for s, x in g.items()))
     return "\n".join(lines)
 
 
@@ -44,6 +50,35 @@ def paired_diffs(runs: list[dict], variant: str, baseline: str = "grpo", column:
                                       else r["table"]["success_pct"][column]) for r in runs}
     return [by[(variant, s)] - by[(baseline, s)] for (v, s) in by if v == variant and (baseline, s) in by
             and by[(variant, s)] is not None and by[(baseline, s)] is not None]
+
+
+def sign_test_p(b: int, c: int) -> float:
+    """Two-sided exact sign test (McNemar's exact form) on b games only one arm won against c only the other won:
+    the chance of a split at least this uneven if each such game were a coin flip."""
+    k, n = min(b, c), b + c
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n) if n else 1.0
+
+
+def per_game(runs: list[dict], variant: str, baseline: str = "grpo") -> dict:
+    """Game by game, per seed both arms played (the same panel and play seed): games only the variant won, games
+    only the baseline won, and the sign test's p on them; then pooled over those seeds. It says whether a gap is
+    larger than the panel's sampling noise for these trained policies, not whether it outlasts the spread over
+    training seeds. Runs cached before `won_by_task` was recorded are left out."""
+    won = {(r["variant"], r["seed"]): r["table"].get("won_by_task") for r in runs}
+    out = {}
+    for (v, s), mine in won.items():
+        theirs = won.get((baseline, s))
+        if v != variant or not mine or not theirs:
+            continue
+        games = mine.keys() & theirs.keys()
+        b = sum(mine[t] and not theirs[t] for t in games)
+        c = sum(theirs[t] and not mine[t] for t in games)
+        out[str(s)] = {"only_variant": b, "only_baseline": c, "games": len(games), "p_sign": sign_test_p(b, c)}
+    if out:
+        b, c = (sum(x[k] for x in out.values()) for k in ("only_variant", "only_baseline"))
+        out["pooled"] = {"only_variant": b, "only_baseline": c, "games": sum(x["games"] for x in out.values()),
+                         "p_sign": sign_test_p(b, c)}
+    return out
 
 
 def paired_mean(runs: list[dict], variant: str, baseline: str = "grpo", column: str = "All") -> float | None:
@@ -61,6 +96,8 @@ def summary(runs: list[dict], opid: str = "opid", shuffled: str = "opid_shuffled
     out["minus_grpo_all_by_variant"] = {v: paired_mean(runs, v) for v in others}
     # points of expert agreement on the panel's steps, same pairing (None where a run predates the metric)
     out["minus_grpo_agreement_by_variant"] = {v: paired_mean(runs, v, column="Agree%") for v in others}
+    # games only the variant / only GRPO won, per seed and pooled, with the sign test (seeds that recorded games)
+    out["per_game_vs_grpo_by_variant"] = {v: per_game(runs, v) for v in others}
     return out
 
 

@@ -400,3 +400,38 @@ def test_learning_reports_the_cached_jobs_only_and_names_the_others(tmp_path, be
     assert got["per_seed"]["base (no RL)"] == {"0": table(11.0)["success_pct"], "1": table(12.0)["success_pct"]}
     assert got["per_seed"]["grpo"]["1"]["All"] == 12.0 and got["summary"]["opid_minus_grpo_all"] == 6.0
     assert json.loads((out / "learning.json").read_text())["base_tables"] == [table(11.0), table(12.0)]
+
+
+def test_learning_compares_arms_game_by_game_with_a_sign_test(bench_module, monkeypatch):
+    """Two arms that played the panel with the same seed are compared game by game: games only one of them won,
+    and the exact sign test on those; a run cached before games were recorded is left out, not read as lost."""
+    learning, report = bench_module("learning"), bench_module("learning_report")
+    assert report.sign_test_p(8, 0) == pytest.approx(2 / 256) and report.sign_test_p(0, 8) == pytest.approx(2 / 256)
+    assert report.sign_test_p(5, 1) == pytest.approx(2 * 7 / 64)
+    assert report.sign_test_p(3, 3) == 1.0 and report.sign_test_p(0, 0) == 1.0
+    games = [f"g{i}" for i in range(10)]
+
+    def run(v, s, won):
+        return {"variant": v, "seed": s, "table": {"success_pct": {"All": 10.0 * len(won)},
+                                                   "won_by_task": {g: g in won for g in games}}}
+
+    runs = [run("grpo", 0, {"g0", "g1"}), run("opid", 0, {"g1", "g2", "g3"}), run("grpo", 1, {"g4"}),
+            run("opid", 1, {"g5", "g6", "g7"}), run("grpo", 2, set()),
+            {"variant": "opid", "seed": 2, "table": {"success_pct": {"All": 0.0}}}]
+    got = report.per_game(runs, "opid")
+    assert got["0"] == {"only_variant": 2, "only_baseline": 1, "games": 10, "p_sign": 1.0}
+    assert got["1"] == {"only_variant": 3, "only_baseline": 1, "games": 10, "p_sign": pytest.approx(10 / 16)}
+    assert "2" not in got
+    assert got["pooled"] == {"only_variant": 5, "only_baseline": 2, "games": 20, "p_sign": pytest.approx(58 / 128)}
+    assert learning.summary(runs)["per_game_vs_grpo_by_variant"] == {"opid": got}
+    assert "games only opid / only grpo won: seed 0 2 / 1 (sign test p 1); seed 1 3 / 1" in learning.paired_text(
+        runs, "grpo")
+    # the play keeps which game each episode was
+    cols = ["All"]
+    monkeypatch.setattr(learning, "_play_panel", lambda path, args, **kw: {
+        "table": {"columns": cols, "success_pct": {"All": 50.0}},
+        "episodes": [{"task_id": "a", "won": True}, {"task_id": "b", "won": False}]})
+    import argparse
+
+    table = learning.evaluate_policy("m", 1, argparse.Namespace(eval_panel="p", eval_episodes=None))
+    assert table == {"columns": cols, "success_pct": {"All": 50.0}, "won_by_task": {"a": True, "b": False}}
