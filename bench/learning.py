@@ -385,7 +385,8 @@ def main(argv=None) -> int:
     print(f"\ntotal wall time {total:.0f}s")
     plot(runs, base_tables, os.path.join(args.out, "learning.png"))
     with open(os.path.join(args.out, "learning.json"), "w") as f:
-        json.dump({"args": vars(args), "base": base, "base_tables": base_tables, "runs": runs, "total_s": total,
+        json.dump({"args": vars(args), "base": base, "base_seeds": base_seeds, "base_tables": base_tables, "runs": runs,
+                   "total_s": total,
                    "eval_episodes": n_eval}, f, indent=1, default=float)
     print(f"wrote {args.out}/learning.json and {args.out}/learning.png")
     if args.results:

@@ -399,7 +399,8 @@ def test_learning_reports_the_cached_jobs_only_and_names_the_others(tmp_path, be
     assert got["seeds"] == [0, 1] and set(got["per_seed"]["opid"]) == {"0"}
     assert got["per_seed"]["base (no RL)"] == {"0": table(11.0)["success_pct"], "1": table(12.0)["success_pct"]}
     assert got["per_seed"]["grpo"]["1"]["All"] == 12.0 and got["summary"]["opid_minus_grpo_all"] == 6.0
-    assert json.loads((out / "learning.json").read_text())["base_tables"] == [table(11.0), table(12.0)]
+    study = json.loads((out / "learning.json").read_text())
+    assert study["base_seeds"] == [0, 1] and study["base_tables"] == [table(11.0), table(12.0)]
 
 
 def test_learning_compares_arms_game_by_game_with_a_sign_test(bench_module, monkeypatch):
