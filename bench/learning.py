@@ -347,8 +347,8 @@ def main(argv=None) -> int:
             print("[learning] --cached-only: not run yet, left out: "
                   + ", ".join(os.path.basename(m)[:-len(".json")] for m in missing), flush=True)
     done = {path: cached(path, fn) for path, fn in order}
-    base_seeds = [s for s, (p, _) in zip(seeds, jobs) if p in done]  # every seed, unless --cached-only
-    base_tables = [done[p] for p, _ in jobs[:len(seeds)] if p in done]
+    played = [(s, done[p]) for s, (p, _) in zip(seeds, jobs) if p in done]  # every seed, unless --cached-only
+    base_seeds, base_tables = [s for s, _ in played], [t for _, t in played]
     runs = [done[p] for p, _ in jobs[len(seeds):] if p in done]
     if not base_tables or not runs:
         raise SystemExit(f"--cached-only: {args.out}/runs holds no base play or no run of --variants x --seeds to "
@@ -373,9 +373,10 @@ def main(argv=None) -> int:
         if z:
             print(f"{v}: {100 * statistics.mean(z):.0f} % of rollout groups had no outcome signal (all copies won or all lost)")
     headroom = None
-    if args.headroom_panel and not (args.cached_only and not args.headroom_results
-                                    and not os.path.exists(os.path.join(args.out, "runs", "base-headroom.json"))):
-        headroom = cached(os.path.join(args.out, "runs", "base-headroom.json"), lambda: base_headroom(base, args))
+    headroom_path = os.path.join(args.out, "runs", "base-headroom.json")
+    # --cached-only never plays the oracle panel (about 67 min on SmolLM2): it reports the headroom only if it is read
+    if args.headroom_panel and (not args.cached_only or args.headroom_results or os.path.exists(headroom_path)):
+        headroom = cached(headroom_path, lambda: base_headroom(base, args))
         st, te = headroom["table"]["success_pct"], headroom["teacher_table"]["success_pct"]
         print(f"\nteacher diagnostics of the base on {args.headroom_panel} (oracle step skill at every step): "
               f"student All {st['All']:.1f} %, teacher All {te['All']:.1f} %, headroom {te['All'] - st['All']:+.1f} points")
@@ -385,9 +386,8 @@ def main(argv=None) -> int:
     print(f"\ntotal wall time {total:.0f}s")
     plot(runs, base_tables, os.path.join(args.out, "learning.png"))
     with open(os.path.join(args.out, "learning.json"), "w") as f:
-        json.dump({"args": vars(args), "base": base, "base_seeds": base_seeds, "base_tables": base_tables, "runs": runs,
-                   "total_s": total,
-                   "eval_episodes": n_eval}, f, indent=1, default=float)
+        json.dump({"args": vars(args), "base": base, "base_seeds": base_seeds, "base_tables": base_tables,
+                   "runs": runs, "total_s": total, "eval_episodes": n_eval}, f, indent=1, default=float)
     print(f"wrote {args.out}/learning.json and {args.out}/learning.png")
     if args.results:
         per_seed = {v: {str(r["seed"]): r["table"]["success_pct"] for r in runs if r["variant"] == v} for v in variants}

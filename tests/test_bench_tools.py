@@ -401,6 +401,10 @@ def test_learning_reports_the_cached_jobs_only_and_names_the_others(tmp_path, be
     assert got["per_seed"]["grpo"]["1"]["All"] == 12.0 and got["summary"]["opid_minus_grpo_all"] == 6.0
     study = json.loads((out / "learning.json").read_text())
     assert study["base_seeds"] == [0, 1] and study["base_tables"] == [table(11.0), table(12.0)]
+    # nor does it play the base's oracle panel (about 67 min on SmolLM2) where no play of it is there to read
+    monkeypatch.setattr(learning, "base_headroom", never)
+    assert learning.main(argv + ["--headroom-panel", "alfworld/valid_unseen@v1"]) == 0
+    assert "teacher diagnostics" not in capsys.readouterr().out
 
 
 def test_learning_compares_arms_game_by_game_with_a_sign_test(bench_module, monkeypatch):
