@@ -143,7 +143,8 @@ def part_analyzer(args, tmp: Path):
         seen["n"] = len(srv.served)
         auth_ok = all({k.lower(): v for k, v in r["headers"].items()}.get("authorization") == f"Bearer {API_KEY}"
                       for r in srv.requests)
-        return {"http_requests": len(served), **{f"served_{m}": served.count(m) for m in ("good", "slow", "error500", "junk")},
+        kinds = ("good", "slow", "error500", "junk")
+        return {"http_requests": len(served), **{f"served_{m}": served.count(m) for m in kinds},
                 "analyzer_calls": metric(res, "env_runners/analyzer/calls"),
                 "analyzer_errors": metric(res, "env_runners/analyzer/errors"),
                 "analyzer_latency_s": metric(res, "env_runners/analyzer/total_latency_s"),
@@ -154,8 +155,8 @@ def part_analyzer(args, tmp: Path):
 
     os.environ["OPID_BENCH_ANALYZER_KEY"] = API_KEY  # keys live in the environment, never in the config
     cfg = make_config("searchqa", args, analyzer="openai", analyzer_config={
-        "base_url": srv.base_url, "api_key_env": "OPID_BENCH_ANALYZER_KEY", "model": "fake", "timeout_s": args.timeout_s,
-        "max_retries": 2, "retry_delay_s": 0.05})
+        "base_url": srv.base_url, "api_key_env": "OPID_BENCH_ANALYZER_KEY", "model": "fake",
+        "timeout_s": args.timeout_s, "max_retries": 2, "retry_delay_s": 0.05})
     inj = _use_injection(cfg, args, "analyzer")
     try:
         out = _train(cfg, args.iters, lambda res: {**extra(res), **inj()}, scan_dir=tmp / "analyzer_ckpt")

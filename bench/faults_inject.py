@@ -118,8 +118,8 @@ class AuditAdvantages(ConnectorV2):
         module = policy_module(rl_module)
         out = batch[DEFAULT_MODULE_ID]
         adv_all = out["advantages"].numpy()
-        a = dict(samples=0, fallback_samples=0, fallback_exact=0, fallback_nonzero_outcome=0, skill_samples=0, skill_match=0,
-                 skill_teacher_nonzero=0, misrouted=0, nonfinite=int((~np.isfinite(adv_all)).sum()),
+        a = dict(samples=0, fallback_samples=0, fallback_exact=0, fallback_nonzero_outcome=0, skill_samples=0,
+                 skill_match=0, skill_teacher_nonzero=0, misrouted=0, nonfinite=int((~np.isfinite(adv_all)).sum()),
                  outcome_adv_max_err=0.0, failed_trajs=0, ok_trajs=0, key_leaks_in_episodes=0,
                  invalid_samples=0, mixed_validity_trajs=0, penalty_gap_max_err=0.0, penalty_gap_mean=None)
         # Independent A_out: S_i = R - penalty * (1 - valid_i), GRPO stats over all steps of a group.

@@ -62,7 +62,8 @@ def verdicts(fig) -> dict:
           f"max err {err})"] = mixed > 0 and err is not None and err < 1e-4
     if "resume" in fig:
         r = fig["resume"]
-        v["resume: killed mid-run after a checkpoint"] = bool(r.get("killed_mid_run")) and r.get("kill_returncode") == -9
+        v["resume: killed mid-run after a checkpoint"] = (bool(r.get("killed_mid_run"))
+                                                          and r.get("kill_returncode") == -9)
         v["resume: restored learner weights byte-identical to checkpoint file"] = bool(r.get("weights_all_identical"))
         v["resume: continues at checkpoint iteration + 1 with the right task stream"] = (
             r.get("restored_iteration") == r.get("checkpoint_iteration")

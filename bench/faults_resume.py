@@ -77,7 +77,8 @@ def part_resume(args, tmp: Path):
                session_processes_left_after_kill=leftovers,
                checkpoint_dirs_on_disk=sorted(p.name for p in out_dir.glob("checkpoint_*")))
     last = ckpts[-1]
-    child = subprocess.run([sys.executable, FAULTS_SCRIPT, "--_resume-child", last, "--_train-argv", json.dumps(train_argv)],
+    child = subprocess.run([sys.executable, FAULTS_SCRIPT, "--_resume-child", last,
+                            "--_train-argv", json.dumps(train_argv)],
                            capture_output=True, text=True, timeout=args.resume_timeout_s, start_new_session=True)
     payload = [ln for ln in child.stdout.splitlines() if ln.startswith("RESUME_JSON ")]
     if child.returncode != 0 or not payload:
@@ -92,7 +93,8 @@ def part_resume(args, tmp: Path):
                               timeout=args.resume_timeout_s, start_new_session=True)
         out_lines = cont.stdout.splitlines()
         res["cli_resume_rc"] = cont.returncode
-        res["cli_resume_lines"] = [ln[:120] for ln in out_lines if ln.startswith(("resumed from", "iter ", "checkpoint:"))]
+        keep = ("resumed from", "iter ", "checkpoint:")
+        res["cli_resume_lines"] = [ln[:120] for ln in out_lines if ln.startswith(keep)]
         if cont.returncode != 0:
             res["cli_resume_tail"] = (cont.stdout + cont.stderr).splitlines()[-15:]
     res["wall_s"] = round(time.perf_counter() - t0, 1)
@@ -129,7 +131,8 @@ def train_child(train_argv: list[str]) -> int:
         t0 = time.time()
         res = algo.train()
         it = algo.iteration
-        print(f"iter {it}: format_ok={metric(res, 'opid/format_valid_rate'):.3f} time={time.time() - t0:.1f}s", flush=True)
+        print(f"iter {it}: format_ok={metric(res, 'opid/format_valid_rate'):.3f} time={time.time() - t0:.1f}s",
+              flush=True)
         if args.checkpoint_freq and it % args.checkpoint_freq == 0:
             print("checkpoint:", algo.save_to_path(os.path.join(args.output, f"checkpoint_{it:05d}")), flush=True)
     algo.stop()
@@ -158,7 +161,8 @@ def resume_child(ckpt: str, train_argv: list[str]) -> int:
     out["checkpoint_iteration"] = ckpt_iter
     out["restored_iteration"] = int(algo.iteration)
     # Learner module tensors vs the checkpoint file on disk, byte for byte.
-    with open(Path(ckpt) / "learner_group" / "learner" / "rl_module" / "default_policy" / "module_state.pkl", "rb") as f:
+    state_file = Path(ckpt) / "learner_group" / "learner" / "rl_module" / "default_policy" / "module_state.pkl"
+    with open(state_file, "rb") as f:
         disk = pickle.load(f)
     live = algo.learner_group.get_state()["learner"]["rl_module"]["default_policy"]
 
@@ -182,7 +186,8 @@ def resume_child(ckpt: str, train_argv: list[str]) -> int:
     steps_before = algo.metrics.peek(("env_runners", "num_env_steps_sampled_lifetime"), default=0)
     res = algo.train()
     out["next_training_iteration"] = int(res["training_iteration"])
-    out["env_steps_lifetime_before_after"] = [float(steps_before), float(metric(res, "num_env_steps_sampled_lifetime") or 0)]
+    steps_after = float(metric(res, "num_env_steps_sampled_lifetime") or 0)
+    out["env_steps_lifetime_before_after"] = [float(steps_before), steps_after]
     out["policy_loss_finite"] = bool(np.isfinite(metric(res, "learners/default_policy/policy_loss", float("nan"))))
     algo.stop()
     ray.shutdown()

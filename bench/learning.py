@@ -105,8 +105,9 @@ def warm_start(args) -> str:
         print(f"[learning] reusing warm start {out}", flush=True)
         return out
     t0 = time.time()
-    demos = collect_demonstrations("alfworld", split="train", num_tasks=args.sft_tasks, history_length=args.history_length,
-                                   max_steps=30, seed=0, skill_fraction=args.sft_skill_fraction,
+    demos = collect_demonstrations("alfworld", split="train", num_tasks=args.sft_tasks,
+                                   history_length=args.history_length, max_steps=30, seed=0,
+                                   skill_fraction=args.sft_skill_fraction,
                                    step_skill_wording=args.sft_step_skill_wording,
                                    deviation_prob=args.sft_deviation_prob, response_style=args.sft_response_style,
                                    hint_follow_prob=args.sft_hint_follow_prob)
@@ -335,9 +336,10 @@ def main(argv=None) -> int:
                 if mine:
                     release(path)
             if "variant" in r:
-                print(f"{r['variant']} seed {r['seed']}: train success {[round(i['train_success'], 2) for i in r['iters']]} "
-                      f"unseen All {r['table']['success_pct']['All']:.1f} (train {r['train_s']:.0f}s, eval {r['eval_s']:.0f}s)",
-                      flush=True)
+                train = [round(i['train_success'], 2) for i in r['iters']]
+                print(f"{r['variant']} seed {r['seed']}: train success {train} "
+                      f"unseen All {r['table']['success_pct']['All']:.1f} "
+                      f"(train {r['train_s']:.0f}s, eval {r['eval_s']:.0f}s)", flush=True)
         print(f"[learning] shard {args.shard} done in {time.time() - t_start:.0f}s")
         return 0
     if args.cached_only:
@@ -371,7 +373,8 @@ def main(argv=None) -> int:
         z = [zero_signal_fraction(run_dir_of(args, v, s)) for s in seeds]
         z = [x for x in z if x is not None]
         if z:
-            print(f"{v}: {100 * statistics.mean(z):.0f} % of rollout groups had no outcome signal (all copies won or all lost)")
+            print(f"{v}: {100 * statistics.mean(z):.0f} % of rollout groups had no outcome signal "
+                  "(all copies won or all lost)")
     headroom = None
     headroom_path = os.path.join(args.out, "runs", "base-headroom.json")
     # --cached-only never plays the oracle panel (about 67 min on SmolLM2): it reports the headroom only if it is read
@@ -379,7 +382,8 @@ def main(argv=None) -> int:
         headroom = cached(headroom_path, lambda: base_headroom(base, args))
         st, te = headroom["table"]["success_pct"], headroom["teacher_table"]["success_pct"]
         print(f"\nteacher diagnostics of the base on {args.headroom_panel} (oracle step skill at every step): "
-              f"student All {st['All']:.1f} %, teacher All {te['All']:.1f} %, headroom {te['All'] - st['All']:+.1f} points")
+              f"student All {st['All']:.1f} %, teacher All {te['All']:.1f} %, "
+              f"headroom {te['All'] - st['All']:+.1f} points")
     summ = summary(runs, args.opid_variant, args.shuffled_variant)
     print("summary (success points on All, mean over seeds): "
           + ", ".join(f"{k} {v:+.1f}" for k, v in summ["minus_grpo_all_by_variant"].items() if v is not None))

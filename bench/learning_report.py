@@ -35,7 +35,8 @@ def paired_text(runs: list[dict], baseline: str) -> str:
             continue
         d = paired_diffs(runs, v, baseline)
         if d:
-            lines.append(f"{v} - {baseline} (All, per seed): {', '.join(f'{x:+.1f}' for x in d)}; mean {statistics.mean(d):+.1f}")
+            per_seed = ', '.join(f'{x:+.1f}' for x in d)
+            lines.append(f"{v} - {baseline} (All, per seed): {per_seed}; mean {statistics.mean(d):+.1f}")
         g = per_game(runs, v, baseline)
         if g:
             lines.append(f"  games only {v} / only {baseline} won: " + "; ".join(
@@ -165,8 +166,8 @@ def plot(runs: list[dict], base_tables: list[dict], path: str):
     labels = ["base"] + [short[v] for v in variants]
     vals = [[t["success_pct"]["All"] for t in base_tables]] + [
         [r["table"]["success_pct"]["All"] for r in runs if r["variant"] == v] for v in variants]
-    ax2.bar(labels, [np.mean(x) for x in vals], yerr=clipped_yerr([np.mean(x) for x in vals], [np.std(x) for x in vals]),
-            capsize=4,
+    means = [np.mean(x) for x in vals]
+    ax2.bar(labels, means, yerr=clipped_yerr(means, [np.std(x) for x in vals]), capsize=4,
             color=["grey"] + [f"C{i}" for i in range(len(variants))])
     for i, x in enumerate(vals):
         ax2.scatter([i] * len(x), x, color="k", s=10, zorder=3)

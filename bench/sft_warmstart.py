@@ -3,8 +3,9 @@
 Why: OPID's tiny-model runs start from random weights, so every GRPO group would score 0 and give
 no signal. This bench builds the tiny model (or takes --model), clones the expert on train tasks
 (opid_rllib/sft/), then plays held-out tasks greedily through the training env runner
-(opid_rllib/sft/greedy.py, opid-eval's path) for the model before and after SFT, and prints success, format validity and agreement with the env
-expert. Per-env sizes (ENV_DEFAULTS) aim at ~15 min on 2 cores; the training phase has a time budget.
+(opid_rllib/sft/greedy.py, opid-eval's path) for the model before and after SFT, and prints success, format validity
+and agreement with the env expert. Per-env sizes (ENV_DEFAULTS) aim at ~15 min on 2 cores; the training phase has a
+time budget.
 
     python bench/sft_warmstart.py [--env auto|alfworld|webshop|searchqa] [--model tiny|PATH]
         [--train-tasks N] [--eval-tasks N] [--epochs E] [--budget-s S] [--json out.json]

@@ -257,13 +257,15 @@ def table_learner(args, algo) -> dict:
     m = {k: med(v) for k, v in times.items()}
     tps = {k: tokens / v for k, v in m.items()}
     ratio = tps["plain"] / tps["ours"]
-    print(f"\nTable 2: learner update throughput on the pipeline's batch (first {n} of {n_full} samples, {tokens} prompt+response "
-          f"tokens, {padded} incl. padding in length-sorted micro-batches, {padded_unsorted} in batch order; "
+    print(f"\nTable 2: learner update throughput on the pipeline's batch (first {n} of {n_full} samples, "
+          f"{tokens} prompt+response tokens, {padded} incl. padding in length-sorted micro-batches, "
+          f"{padded_unsorted} in batch order; "
           f"micro_batch_size={mb}; KL reference forward included in all; "
           f"median of {args.learner_reps} after 1 warm-up, alternating)")
     best = {k: min(v) for k, v in times.items()}
     print(f"{'update':<48}{'s/update':>10}{'tokens/s':>11}{'min s':>9}{'tok/s@min':>11}")
-    for key, label in (("ours", "ours (Learner._uncompiled_update)"), ("plain", "plain PyTorch loop, same sorted micro-batches"),
+    for key, label in (("ours", "ours (Learner._uncompiled_update)"),
+                       ("plain", "plain PyTorch loop, same sorted micro-batches"),
                        ("plain_unsorted", "plain PyTorch loop, batch-order micro-batches")):
         print(f"{label:<48}{m[key]:>10.3f}{tps[key]:>11.0f}{best[key]:>9.3f}{tokens / best[key]:>11.0f}")
     print(f"overhead ratio plain/ours (tokens/s) = {ratio:.3f} median, {best['ours'] / best['plain']:.3f} "
