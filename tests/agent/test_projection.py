@@ -60,7 +60,8 @@ def test_closing_before_opening_is_not_a_block():
 
 
 def test_webshop_search_action():
-    assert project_action("webshop", "<think>q</think><action>search[Red Shirt]</action>") == ("search[red shirt]", True)
+    reply = "<think>q</think><action>search[Red Shirt]</action>"
+    assert project_action("webshop", reply) == ("search[red shirt]", True)
 
 
 # ---- SearchQA ---------------------------------------------------------------------------------

@@ -88,7 +88,8 @@ def test_alfworld_step0_adds_task_line_when_obs_lacks_it():
 
 
 def test_prompts_are_deterministic():
-    assert alf() == alf() and build_prompt("alfworld", task=TASK, obs=OBS0) == build_prompt("ALFWorld", task=TASK, obs=OBS0)
+    assert alf() == alf()
+    assert build_prompt("alfworld", task=TASK, obs=OBS0) == build_prompt("ALFWorld", task=TASK, obs=OBS0)
 
 
 # ---- WebShop ----------------------------------------------------------------------------------

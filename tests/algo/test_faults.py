@@ -37,8 +37,8 @@ def test_failed_analysis_gets_exact_outcome_advantage_and_key_never_leaks(server
     server.push("error500", "error500", "echo_auth")
     cfg = tiny_config(group_size=2, tasks_per_iter=2, max_steps=2, analyzer="openai", analyzer_num_workers=1,
                       max_step_skills_per_traj=1, episode_skill_adv_weight=W, step_skill_adv_weight=W,
-                      analyzer_config={"base_url": server.base_url, "api_key_env": "OPID_TEST_ANALYZER_KEY", "model": "fake",
-                                       "timeout_s": 5.0, "max_retries": 2, "retry_delay_s": 0.01})
+                      analyzer_config={"base_url": server.base_url, "api_key_env": "OPID_TEST_ANALYZER_KEY",
+                                       "model": "fake", "timeout_s": 5.0, "max_retries": 2, "retry_delay_s": 0.01})
     runner = GroupedTextEnvRunner(config=cfg)
     try:
         episodes = runner.sample_groups(list(runner._make_env(0).task_ids()[:2]), seed=3)

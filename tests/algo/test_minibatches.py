@@ -82,7 +82,8 @@ def test_teacher_anchor_rows_are_left_out_of_the_token_count():
     a, b = _learner(teacher_anchor_coeff=1.0, micro_batch_size=1, **kw), _learner(**kw)
     assert a._ref_model is not None and b._ref_model is None
     batch = _batch(a.module["default_policy"].unwrapped(), n=4)
-    with_anchor = {**batch, "anchor_rows": torch.tensor([0.0, 0.0, 0.0, 1.0]), "advantages": batch["advantages"].clone()}
+    with_anchor = {**batch, "anchor_rows": torch.tensor([0.0, 0.0, 0.0, 1.0]),
+                   "advantages": batch["advantages"].clone()}
     with_anchor["advantages"][3] = 0.0  # as CombineAdvantages leaves it
     _, loss_a, _ = a._uncompiled_update({"default_policy": with_anchor})
     _, loss_b, _ = b._uncompiled_update({"default_policy": {k: v[:3] for k, v in batch.items()}})

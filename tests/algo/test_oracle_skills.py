@@ -29,11 +29,13 @@ def test_off_plan_wording_is_the_hindsight_analyzers_own():
     written = HindsightAnalyzer(max_step_skills=5).analyze(traj).step_skills
     assert online == written[1] == "At this point, go to fridge 1 instead of 'go to countertop 2'."
     bad = _step(1, "", ["go to fridge 1"], valid=False)
-    assert oracle_step_skill("alfworld", bad, prev) == "Reply with <think>...</think> then <action>go to fridge 1</action>."
+    want = "Reply with <think>...</think> then <action>go to fridge 1</action>."
+    assert oracle_step_skill("alfworld", bad, prev) == want
 
 
 def test_on_plan_gets_the_plain_sentence_and_no_plan_gets_none():
-    assert oracle_step_skill("alfworld", _step(0, "Go to fridge 1", ["go to fridge 1"])) == "At this point, go to fridge 1."
+    on_plan = _step(0, "Go to fridge 1", ["go to fridge 1"])
+    assert oracle_step_skill("alfworld", on_plan) == "At this point, go to fridge 1."
     assert oracle_step_skill("alfworld", _step(0, "look", [])) is None
 
 

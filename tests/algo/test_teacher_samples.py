@@ -160,7 +160,8 @@ def test_teacher_anchor_rows_carry_the_skill_prompt_and_no_advantage(setup):
     skill_ids, _ = module.encode_prompts([t.prompt_step[i] for i in src])
     for k, j in enumerate(anchor):
         y = t.response_ids[j]
-        assert y == t.response_ids[j - 1] and t.prompt_ids[j] == list(skill_ids[k]) and t.prompt[j] == t.prompt_step[src[k]]
+        assert y == t.response_ids[j - 1] and t.prompt_ids[j] == list(skill_ids[k])
+        assert t.prompt[j] == t.prompt_step[src[k]]
         np.testing.assert_allclose(out["old_logp"][j, :len(y)].numpy(), module.score([skill_ids[k]], [y])[0], atol=1e-4)
         assert not out["advantages"][j].any() and not out["teacher_delta"][j].any() and out["teacher_rows"][j] == 0
     rest = [j for j in range(len(t)) if not t.anchor[j]]

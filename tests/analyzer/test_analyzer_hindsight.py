@@ -57,7 +57,8 @@ def test_no_expert_uses_loops_admissibility_and_ground_truth():
     assert "Check against: gold answers = Paris; supporting titles = France." in s.episode_skill
     assert "<search>query</search>" in s.episode_skill
     assert s.step_skills[2].startswith("Stop repeating 'go to countertop 1'")
-    assert s.step_skills[5] == "Issue a command from the admissible list such as 'go to shelf 1' instead of 'fly to shelf 1'."
+    assert s.step_skills[5] == ("Issue a command from the admissible list such as 'go to shelf 1' "
+                                "instead of 'fly to shelf 1'.")
     assert s.step_skills[6].startswith("Before you commit, make sure the result matches: gold answers = Paris")
     assert "expert" not in s.episode_skill
 

@@ -62,11 +62,13 @@ def test_bad_trials_are_skipped_named_and_counted(tree, caplog):
     assert list(env.task_ids()) == [good]
     assert set(env.skipped_trials) == set(bad)
     why = env.skipped_trials
-    assert why["bad-corrupt_game/trial_1"].startswith(f"{bad['bad-corrupt_game/trial_1'] / 'game.tw-pddl'}: not valid JSON")
-    assert why["bad-no_traj/trial_1"].startswith(f"{bad['bad-no_traj/trial_1'] / 'game.tw-pddl'}: no traj_data.json")
-    assert why["bad-corrupt_traj/trial_1"].startswith(f"{bad['bad-corrupt_traj/trial_1'] / 'traj_data.json'}: not valid JSON")
-    assert why["bad-no_params/trial_1"].startswith(f"{bad['bad-no_params/trial_1'] / 'traj_data.json'}: missing key 'pddl_params'")
-    assert why["bad-no_solvable/trial_1"].startswith(f"{bad['bad-no_solvable/trial_1'] / 'game.tw-pddl'}: no 'solvable'")
+    for trial, file, reason in (("bad-corrupt_game", "game.tw-pddl", "not valid JSON"),
+                                ("bad-no_traj", "game.tw-pddl", "no traj_data.json"),
+                                ("bad-corrupt_traj", "traj_data.json", "not valid JSON"),
+                                ("bad-no_params", "traj_data.json", "missing key 'pddl_params'"),
+                                ("bad-no_solvable", "game.tw-pddl", "no 'solvable'")):
+        key = f"{trial}/trial_1"
+        assert why[key].startswith(f"{bad[key] / file}: {reason}"), why[key]
     assert why["bad-no_game/trial_1"].startswith(f"{bad['bad-no_game/trial_1'] / 'traj_data.json'}: no game.tw-pddl")
     (rec,) = [r for r in caplog.records if "bad trial" in r.getMessage()]   # one warning for the split
     assert "skipped 6 bad trial(s) of 9" in rec.getMessage() and str(split) in rec.getMessage()

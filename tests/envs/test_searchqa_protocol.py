@@ -80,8 +80,10 @@ def test_information_format_is_search_r1_byte_for_byte():
     assert [h.title for h in hits] == ["Paris (city)", "Berlin"]          # unquoted for title matching
     assert format_information([]) == "\n\n<information></information>\n\n"  # Search-R1 on no hits
     bare = [Hit("0", "A", "text a", 1.0), Hit("1", "B", "text b", 0.5)]   # hits built without contents
-    assert format_information(bare) == "\n\n<information>Doc 1(Title: A) text a\nDoc 2(Title: B) text b</information>\n\n"
-    assert parse_contents('"Kestrel Dynamics"\nKestrel Dynamics is a firm.') == ("Kestrel Dynamics", "Kestrel Dynamics is a firm.")
+    want = "\n\n<information>Doc 1(Title: A) text a\nDoc 2(Title: B) text b</information>\n\n"
+    assert format_information(bare) == want
+    parsed = parse_contents('"Kestrel Dynamics"\nKestrel Dynamics is a firm.')
+    assert parsed == ("Kestrel Dynamics", "Kestrel Dynamics is a firm.")
 
 
 def test_env_observation_over_http_is_the_golden_bytes(tmp_path):
