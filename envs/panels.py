@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 _PANELS: dict[str, Callable[[], "Panel"]] = {}
-_ENV_MODULES = {"alfworld": "envs.alfworld.panels", "webshop": "envs.webshop.panels", "searchqa": "envs.searchqa.panels"}
+_ENV_MODULES = {"alfworld": "envs.alfworld.panels", "webshop": "envs.webshop.panels",
+                "searchqa": "envs.searchqa.panels"}
 
 
 @dataclass(frozen=True)

@@ -225,7 +225,8 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
             action, valid = project_action(self.env_name, gen.text)
             previous = [StepRecord(index=i, **r) for i, r in enumerate(sl["records"])]
             step = StepRecord(index=len(previous), observation=sl["obs"], response=gen.text, action=action,
-                              action_valid=bool(valid), admissible_actions=list(sl["info"].get("admissible_actions", [])),
+                              action_valid=bool(valid),
+                              admissible_actions=list(sl["info"].get("admissible_actions", [])),
                               expert_actions=list(plan))
             skill = oracle_step_skill(self.env_name, step, previous)
             new_prompts.append(insert_skills(prompt, step_skill=skill) if skill else prompt)
@@ -284,7 +285,8 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         steps = [StepRecord(index=i, ret=float(rets[i]), **r) for i, r in enumerate(sl["records"])]
         return TrajectoryRecord(traj_id=meta["traj_id"], group_id=meta["group_id"], task_id=meta["task_id"],
                                 task=meta["task"], task_type=meta["task_type"], env_name=self.env_name,
-                                success=bool(meta["won"]), episode_reward=float(sum(r["reward"] for r in sl["records"])),
+                                success=bool(meta["won"]),
+                                episode_reward=float(sum(r["reward"] for r in sl["records"])),
                                 steps=steps, ground_truth=dict(sl.get("ground_truth", {})))
 
     def _log_sample_metrics(self, episodes, timers, counts, wall):

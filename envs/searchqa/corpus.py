@@ -176,7 +176,8 @@ def _passage_text(kind: str, x: dict, v: int) -> str:
                 f"and its official language is {x['language']}.")
     if kind == "city":
         a = f"{x['name']} is a city in {x['country']}, on the banks of the {x['river']}."
-        b = f"It was founded in {x['year']} and has about {x['pop']:,} inhabitants; it is known for its {x['landmark']}."
+        b = (f"It was founded in {x['year']} and has about {x['pop']:,} inhabitants; "
+             f"it is known for its {x['landmark']}.")
         return f"{a} {b}"
     if kind == "person":
         last = x["name"].split()[-1]

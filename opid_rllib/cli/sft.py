@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--history-length", type=int, default=5)
     ap.add_argument("--max-steps", type=int, default=30)
     ap.add_argument("--max-prompt-len", type=int, default=2048)
-    ap.add_argument("--skill-fraction", type=float, default=0.3, help="share of demo episodes with skills in the prompt")
+    ap.add_argument("--skill-fraction", type=float, default=0.3,
+                    help="share of demo episodes with skills in the prompt")
     ap.add_argument("--step-skill-wording", choices=("plain", "analyzer"), default="plain",
                     help="plain: 'At this point, X.'; analyzer: the hindsight analyzer's RL-time wording, mostly "
                          "'At this point, X instead of 'Y'.' with a random wrong Y (a skill-literate warm start)")
@@ -109,7 +110,8 @@ def _check(args) -> dict:
                     ("policy_max_new_tokens", args.policy_max_new_tokens >= 1), ("epochs", args.epochs >= 1),
                     ("batch_size", args.batch_size >= 1),
                     ("max_steps", args.max_steps >= 1), ("max_prompt_len", args.max_prompt_len >= 16),
-                    ("history_length", args.history_length >= 0), ("max_tokens_per_micro", args.max_tokens_per_micro >= 1),
+                    ("history_length", args.history_length >= 0),
+                    ("max_tokens_per_micro", args.max_tokens_per_micro >= 1),
                     ("skill_fraction", 0.0 <= args.skill_fraction <= 1.0),
                     ("hint_follow_prob", 0.0 <= args.hint_follow_prob <= 1.0),
                     ("lr", args.lr is None or args.lr > 0)):

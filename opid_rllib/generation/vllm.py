@@ -20,9 +20,10 @@ Choices:
   `model.load_weights` would not work), then we reset the prefix cache (stale KV of the old
   policy would otherwise be reused for repeated prompts). Layers missing from a push would keep
   their old weights, so pushes are checked against the checkpoint's tensor names, and a tied
-  lm_head left out of the push is filled from the embedding (vLLM-CPU keeps its own lm_head copy). With `multiprocessing=True` the
-  engine runs in a child process whose RPC cannot carry tensors; the state dict is then written
-  to a safetensors file in /dev/shm and reloaded with `reload_weights(weights_path=...)`.
+  lm_head left out of the push is filled from the embedding (vLLM-CPU keeps its own lm_head copy).
+  With `multiprocessing=True` the engine runs in a child process whose RPC cannot carry tensors;
+  the state dict is then written to a safetensors file in /dev/shm and reloaded with
+  `reload_weights(weights_path=...)`.
 - Stop strings (`stop`, the env's closing action tags): `SamplingParams(stop=...,
   include_stop_str_in_output=True)`: the text ends with the tag, the tokens/log-probs keep the
   whole token that completed it (as HFBackend).

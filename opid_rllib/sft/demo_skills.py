@@ -37,7 +37,8 @@ def _trajectory_record(env_name: str, ep: dict[str, Any]):
 
     recs = [StepRecord(index=i, observation=s["observation"], response=s["response"], action=s["action"],
                        action_valid=True, reward=s["reward"],
-                       admissible_actions=list(s["admissible"]) + ([] if s["action"] in s["admissible"] else [s["action"]]),
+                       admissible_actions=list(s["admissible"])
+                       + ([] if s["action"] in s["admissible"] else [s["action"]]),
                        expert_actions=s["expert_actions"]) for i, s in enumerate(ep["steps"])]
     return TrajectoryRecord(traj_id=f"{ep['task_id']}/expert", group_id=f"{ep['task_id']}#expert",
                             task_id=ep["task_id"], task=ep["task"], task_type=ep["task_type"],

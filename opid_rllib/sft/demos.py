@@ -109,8 +109,9 @@ def _play(env, env_name: str, task_id: str, max_steps: int, plan: Sequence[str] 
         if checked is None:
             return None
         response, action = checked
-        steps.append({"observation": obs, "history": list(history), "admissible": list(info.get("admissible_actions", [])),
-                      "response": response, "action": action, "expert_actions": todo, "reward": 0.0})
+        steps.append({"observation": obs, "history": list(history),
+                      "admissible": list(info.get("admissible_actions", [])), "response": response,
+                      "action": action, "expert_actions": todo, "reward": 0.0})
         prev_obs = obs
         obs, reward, term, trunc, info = env.step(action)
         steps[-1]["reward"] = float(reward)
@@ -154,10 +155,11 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
 
     hint_follow_prob > 0 (the auxiliary hint-following objective): each demonstrated step, with that
     probability, also yields one extra sample whose step skill, in the analyzer's wording, names a
-    random admissible command X other than the expert's (verb first, see `demo_skills.hint_action`) ("At this point, X instead of '<expert's>'.")
-    and whose target is X. On those samples only the skill says what to do, so the policy must learn
-    to read it: that is the mechanism OPID's teacher needs (a model that ignores named actions has no
-    skill headroom). The skill-free samples are unchanged, so the student is cloned as before."""
+    random admissible command X other than the expert's (verb first, see `demo_skills.hint_action`)
+    ("At this point, X instead of '<expert's>'.") and whose target is X. On those samples only the
+    skill says what to do, so the policy must learn to read it: that is the mechanism OPID's teacher
+    needs (a model that ignores named actions has no skill headroom). The skill-free samples are
+    unchanged, so the student is cloned as before."""
     import envs as envs_pkg
 
     if step_skill_wording not in ("plain", "analyzer"):
@@ -272,10 +274,12 @@ def _episode_demos(env_name: str, ep: dict[str, Any], history_length: int, mode:
         base = _base_prompt(env_name, ep, s, history_length)
         st_skill = None
         if i in step_idx:
-            st_skill = analyzer_step_skill(env_name, s, rng) if wording == "analyzer" else step_skill_text(env_name, s["action"])
+            st_skill = (analyzer_step_skill(env_name, s, rng) if wording == "analyzer"
+                        else step_skill_text(env_name, s["action"]))
         prompt = insert_skills(base, episode_skill=ep_skill, step_skill=st_skill)
-        out.append(Demo(env_name=env_name, task_id=ep["task_id"], step=len(s["history"]), prompt=prompt, response=s["response"],
-                        action=s["action"], base_prompt=base, episode_skill=ep_skill, step_skill=st_skill))
+        out.append(Demo(env_name=env_name, task_id=ep["task_id"], step=len(s["history"]), prompt=prompt,
+                        response=s["response"], action=s["action"], base_prompt=base, episode_skill=ep_skill,
+                        step_skill=st_skill))
     return out
 
 

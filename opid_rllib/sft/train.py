@@ -91,7 +91,8 @@ def demo_loss(model, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence
             for s in range(0, len(prompt_ids), micro_batch_size):
                 b = {k: torch.as_tensor(v) for k, v in pack(prompt_ids[s:s + micro_batch_size],
                                                              response_ids[s:s + micro_batch_size], pad_id).items()}
-                logp = response_logprobs(model, b["prompt_ids"], b["prompt_len"], b["response_ids"], b["response_len"])[0]
+                logp = response_logprobs(model, b["prompt_ids"], b["prompt_len"], b["response_ids"],
+                                         b["response_len"])[0]
                 total += float(-logp.sum())
                 n += int(b["response_len"].sum())
     finally:
@@ -235,7 +236,8 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
             checkpoint.save(out_dir, model=model, opt=opt, rng=rng, fp=fp, epoch=epoch + 1, step=step, curve=curve,
                             seconds=elapsed())
         say(f"[opid-sft] epoch {epoch + 1}/{epochs}: loss {loss:.4f} (token mean over {ep_tokens} response "
-            f"tokens), lr {cur_lr:.2e}, {time.perf_counter() - t_ep:.1f}s{'' if stopped_early else '; checkpoint saved'}")
+            f"tokens), lr {cur_lr:.2e}, {time.perf_counter() - t_ep:.1f}s"
+            f"{'' if stopped_early else '; checkpoint saved'}")
         if stopped_early:
             say(f"[opid-sft] time budget {time_budget_s}s reached after {step} of {total_steps} steps")
             break
