@@ -29,12 +29,18 @@ from pathlib import Path
 
 def cpu_flags() -> list[str]:
     """The bf16-relevant CPU flags (Linux), so a result says what hardware it came from."""
+    from opid_rllib.hardware import cpu_flags as all_flags
+
+    return sorted(f for f in (all_flags() or ()) if "bf16" in f or f.startswith("amx") or f == "avx512f")
+
+
+def cpu_model() -> str | None:
+    """/proc/cpuinfo's "model name" (Linux), beside the flags: two EPYCs may differ in bf16 hardware."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return []
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return sorted(f for f in flags if "bf16" in f or f.startswith("amx") or f == "avx512f")
+        return None
+    return next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), None)
 
 
 def sft_once(model: str, demos, dtype: str, args) -> dict:
@@ -138,7 +144,8 @@ def main(argv=None) -> int:
                 recs[part][d].append(rec)
                 extra = {k: v for k, v in rec.items() if k not in ("seconds", "iterations")}
                 print(f"[dtype_speed] round {rnd} {part} {d}: {rec['seconds']:.1f}s {extra}", flush=True)
-    print(f"\nthreads={args.torch_threads} cpu flags: {' '.join(cpu_flags()) or 'n/a'}")
+    print(f"\nthreads={args.torch_threads} cpu: {cpu_model()} ({torch.backends.cpu.get_cpu_capability()}); "
+          f"bf16 flags: {' '.join(cpu_flags()) or 'none'}")
     print(f"{'part':<6} {'dtype':<10} {'median s':>9} {'ratio':>6}")
     rows = []
     for part in parts:
@@ -151,7 +158,8 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({
             "command": "python bench/dtype_speed.py " + " ".join(sys.argv[1:] if argv is None else argv),
-            "cpu_flags": cpu_flags(), "threads": args.torch_threads, "rows": rows}, indent=1) + "\n")
+            "cpu_flags": cpu_flags(), "cpu_model": cpu_model(), "torch_cpu_capability":
+            torch.backends.cpu.get_cpu_capability(), "threads": args.torch_threads, "rows": rows}, indent=1) + "\n")
     return 0
 
 

@@ -216,7 +216,11 @@ def test_the_smollm2_study_trains_grpo_and_t_at_the_headroom_plays_settings(tmp_
     settings must match: answers of 32 tokens, prompts of 2048, bf16), and no run without an RL learning rate."""
     log, bin_dir, sft = tmp_path / "calls.log", tmp_path / "bin", tmp_path / "sft_t120_e1"
     _package_stand_ins(bin_dir, log)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(bin_dir / "python"), "LR": "1e-5", "SEEDS": "0"}
+    with_bf16, avx2_only = tmp_path / "cpuinfo_bf16", tmp_path / "cpuinfo_avx2"  # the same test on every CPU
+    with_bf16.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
+    avx2_only.write_text("processor\t: 0\nflags\t\t: fpu avx avx2 fma\n")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(bin_dir / "python"), "LR": "1e-5", "SEEDS": "0",
+           "CPUINFO": str(with_bf16)}
     run = lambda e: subprocess.run(["bash", str(ROOT / "bench" / "smollm2_study.sh"), str(sft),  # noqa: E731
                                     str(tmp_path / "out")], capture_output=True, text=True, env=e, cwd=ROOT,
                                    stdin=subprocess.DEVNULL, timeout=30)
@@ -246,10 +250,14 @@ def test_the_smollm2_study_trains_grpo_and_t_at_the_headroom_plays_settings(tmp_
     assert run({**env, "ARMS": "all", "REPORT": "1"}).returncode == 0  # the report of what has finished
     assert log.read_text().splitlines()[-1].endswith(" --cached-only")
     for bad, says in (({"LR": ""}, "LR=: set the RL learning rate"), ({"DTYPE": "float16"}, "DTYPE=float16"),
-                      ({"ARMS": "opid"}, "ARMS=opid: choose")):
+                      ({"ARMS": "opid"}, "ARMS=opid: choose"),
+                      ({"CPUINFO": str(avx2_only)}, "DTYPE=bfloat16 on a CPU without AVX512-BF16 or AMX")):
         p = run({**env, **bad})
         assert p.returncode == 2 and says in p.stderr, p.stderr
     assert len(log.read_text().splitlines()) == 6  # the refused calls started nothing
+    for allowed in ({"SLOW_BF16": "1"}, {"REPORT": "1"}, {"DTYPE": "float32"}):  # run anyway; trains nothing; fp32
+        assert run({**env, "CPUINFO": str(avx2_only), **allowed}).returncode == 0, allowed
+    assert len(log.read_text().splitlines()) == 9
     # with no OUT_DIR the study lies in the repo, where git keeps its finished jobs and settings, not its run
     # folders (policy weights) or claims, so a fresh machine resumes it
     p = subprocess.run(["bash", str(ROOT / "bench" / "smollm2_study.sh"), str(sft)], capture_output=True, text=True,

@@ -208,7 +208,9 @@ def test_dtype_speed_times_both_dtypes_side_by_side(tmp_path, one_thread, bench_
     out = tmp_path / "speed.json"
     assert dtype_speed.main(["--model", "tiny", "--parts", "sft,play", "--rounds", "1", "--sft-tasks", "1",
                              "--play-episodes", "2", "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())["rows"]
+    record = json.loads(out.read_text())
+    assert record["torch_cpu_capability"] and isinstance(record["cpu_flags"], list)  # what hardware it came from
+    rows = record["rows"]
     assert [(r["part"], r["dtype"]) for r in rows] == [("sft", "float32"), ("sft", "bfloat16"),
                                                       ("play", "float32"), ("play", "bfloat16")]
     assert rows[0]["ratio_to_first"] == 1.0 and all(r["median_s"] > 0 for r in rows)

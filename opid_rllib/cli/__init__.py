@@ -14,3 +14,18 @@ def json_object_arg(flag: str, text: str) -> dict:
     if not isinstance(value, dict):
         raise ValueError(f"{flag} must be a JSON object, e.g. '{{\"expert\": \"sweep\"}}'")
     return value
+
+
+def warn_slow_dtype(prog: str, dtype: str | None, on_cpu: bool | None = None) -> None:
+    """Print opid_rllib.hardware's bf16 warning to stderr before the work starts (on_cpu: default no CUDA)."""
+    import sys
+
+    from opid_rllib.hardware import bf16_cpu_warning
+
+    if on_cpu is None:
+        import torch
+
+        on_cpu = not torch.cuda.is_available()
+    msg = bf16_cpu_warning(dtype or "float32", on_cpu=on_cpu)
+    if msg:
+        print(f"{prog}: {msg}", file=sys.stderr, flush=True)

@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from opid_rllib.cli import json_object_arg
+from opid_rllib.cli import json_object_arg, warn_slow_dtype
 from opid_rllib.eval.panel import ENV_DEFAULTS, ENV_NAMES, MAIN_PANELS, EvalError
 from opid_rllib.generation.base import BACKENDS
 from opid_rllib.presets import model_default
@@ -91,6 +91,7 @@ def _run(args) -> int:
     from opid_rllib.eval.table import format_table
     from opid_rllib.eval.panel import default_output_dir, evaluate, write_results
 
+    warn_slow_dtype("opid-eval", args.dtype)
     panel = args.panel or MAIN_PANELS.get(args.env or "alfworld")
     max_new_tokens = args.max_new_tokens
     if max_new_tokens is None:

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from opid_rllib.cli import json_object_arg
+from opid_rllib.cli import json_object_arg, warn_slow_dtype
 from opid_rllib.settings import SFT_DTYPE_NAMES
 from opid_rllib.sft.checkpoint import CHECKPOINT_DIR
 
@@ -156,6 +156,7 @@ def run(args) -> dict:
         import torch
 
         torch.set_num_threads(int(args.torch_threads))
+    warn_slow_dtype("opid-sft", args.dtype)
     try:
         model_path = resolve_model(args.model)
     except ModelResolutionError as e:

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from opid_rllib.cli import json_object_arg
+from opid_rllib.cli import json_object_arg, warn_slow_dtype
 from opid_rllib.cli.run_log import jsonable_result, write_tensorboard
 from opid_rllib.cli.train_parser import build_parser
 from opid_rllib.presets import CPU_TINY, apply_preset, model_default
@@ -184,6 +184,7 @@ def run_experiment(cfg, args=None) -> int:
         cfg.learners(num_learners=args.num_learners)
     if args.num_gpus_per_learner is not None:
         cfg.learners(num_gpus_per_learner=args.num_gpus_per_learner)
+    warn_slow_dtype("opid-train", cfg.dtype, on_cpu=not (cfg.num_gpus_per_learner or 0) > 0)
     if getattr(args, "plan", False):  # before Ray starts
         from opid_rllib.memory_plan import print_config_plan
 

@@ -1,0 +1,44 @@
+"""Whether this CPU computes in bf16 in hardware, so that `--dtype bfloat16` on a CPU that lacks it is flagged.
+
+Why: bf16 pays off on CPUs with AVX512-BF16 or AMX (machine D: 0.58-0.75x of float32's time, README "bf16 on
+this CPU"), but where they are missing torch emulates bf16 matmuls in software. On an AVX2-only AMD EPYC, one
+optimizer step of SmolLM2-135M's skill-literate SFT took 8 min at bf16 against seconds on machine D, so a study
+that fits in hours would take days, with nothing said. The CLIs print `bf16_cpu_warning` before they start work;
+bench/dtype_speed.py measures the two dtypes side by side on any machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# CPU flags (Linux /proc/cpuinfo: x86 "flags", aarch64 "Features") under which bf16 matmuls run in hardware.
+BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
+
+
+def cpu_flags(text: str | None = None) -> frozenset[str] | None:
+    """The CPU's feature flags from /proc/cpuinfo's text (read when not given); None where they cannot be read."""
+    if text is None:
+        try:
+            text = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    return None
+
+
+def bf16_cpu_warning(dtype: str, on_cpu: bool = True, flags: frozenset[str] | None = None) -> str | None:
+    """A one-line warning where `dtype` is bf16, the work runs on the CPU and its flags show no bf16 hardware.
+
+    None otherwise, and where the flags are unknown (another OS): say nothing rather than guess.
+    """
+    if dtype not in ("bfloat16", "bf16") or not on_cpu:
+        return None
+    flags = cpu_flags() if flags is None else flags
+    if flags is None or any(f in flags for f in BF16_FLAGS):
+        return None
+    return ("warning: --dtype bfloat16 on a CPU without AVX512-BF16 or AMX (no "
+            f"{'/'.join(BF16_FLAGS)} in /proc/cpuinfo): torch emulates bf16 matmuls in software here, many times "
+            "slower than float32; pass --dtype float32 (python bench/dtype_speed.py measures both on this machine)")
