@@ -33,10 +33,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # learning_report, also when imported by path
 from learning_report import delta_text, paired_text, plot, run_seconds, summary, table_text  # noqa: E402
-from run_cache import cached, check_dtype, check_settings, claim, release, weights_fingerprint  # noqa: E402
+from run_cache import cached, check_dtype, check_settings, claim, release  # noqa: E402
 
 from opid_rllib.settings import SFT_DTYPE_NAMES  # noqa: E402  (the warm start's dtypes bound the bench's)
 from opid_rllib.cli import json_object_arg  # noqa: E402
+from opid_rllib.models.fingerprint import weights_fingerprint  # noqa: E402
 
 SHORTHANDS = {"w": ("episode_skill_adv_weight", "step_skill_adv_weight"), "w_ep": ("episode_skill_adv_weight",),
               "w_step": ("step_skill_adv_weight",)}
@@ -151,6 +152,12 @@ def base_headroom(path: str, args) -> dict:
         played_env = got.get("env_config", {})
         bad += [f"env_config[{k!r}]: {played_env.get(k)!r} (this run: {v!r})" for k, v in args.env_config.items()
                 if played_env.get(k) != v]
+        played_weights, ours = got.get("model_weights"), weights_fingerprint(path)
+        if played_weights is None:  # a play made before opid-eval recorded them: nothing to check it by
+            print(f"[learning] --headroom-results {args.headroom_results}: the play does not record its model's "
+                  f"weights; taken as --base's ({got.get('model')})", flush=True)
+        elif played_weights != ours:
+            bad.append(f"model_weights: {played_weights} (this run's --base {path}: {ours})")
         if bad:
             raise SystemExit(f"--headroom-results {args.headroom_results}: not the play --headroom-panel would make; "
                              + "; ".join(bad))
@@ -289,7 +296,8 @@ def main(argv=None) -> int:
                         "teacher diagnostics printed next to the table")
     p.add_argument("--headroom-results", default=None,
                    help="opid-eval --skills oracle results.json of the base on --headroom-panel with this run's "
-                        "settings (seed 0): read instead of playing the panel again")
+                        "settings (seed 0): read instead of playing the panel again; refused where its settings "
+                        "or its model's weights (config.model_weights, where recorded) differ from this run's")
     p.add_argument("--results", default=None,
                    help="also write the per-seed numbers, the command and the summary here "
                         "(e.g. bench/results/learning.json)")

@@ -106,10 +106,13 @@ def test_learning_results_say_what_the_runs_cost_even_from_the_cache(bench_modul
     assert got["per_run"]["opid:w=0.1 s1"] == {"train_s": 610.0, "eval_s": 240.5}
 
 
-def test_learning_headroom_read_from_the_same_oracle_play_only(tmp_path, bench_module):
+def test_learning_headroom_read_from_the_same_oracle_play_only(tmp_path, bench_module, capsys):
     """--headroom-results: opid-eval's results.json of the base's oracle play is read instead of playing the
-    panel again, and refused, naming the setting, where that play differs from the one this run would make."""
+    panel again, and refused, naming the setting, where that play differs from the one this run would make, the
+    model's weights included where the play records them."""
     import argparse
+
+    from opid_rllib.models.fingerprint import weights_fingerprint
 
     learning = bench_module("learning")
     args = argparse.Namespace(headroom_panel="alfworld/valid_unseen@v1", eval_temperature=0.4, eval_max_steps=30,
@@ -123,6 +126,7 @@ def test_learning_headroom_read_from_the_same_oracle_play_only(tmp_path, bench_m
     (tmp_path / "results.json").write_text(json.dumps(played))
     got = learning.base_headroom("unused-model-path", args)
     assert got == {k: played[k] for k in ("table", "teacher_table", "headroom")}
+    assert "does not record its model's weights" in capsys.readouterr().out  # an older play: said, not checked
     # bench/smollm2_headroom.sh's RESULTS= record holds the same play under "play" (the repo keeps that one)
     (tmp_path / "results.json").write_text(json.dumps({"command": "bash bench/smollm2_headroom.sh", "play": played}))
     assert learning.base_headroom("unused-model-path", args) == got
@@ -133,6 +137,17 @@ def test_learning_headroom_read_from_the_same_oracle_play_only(tmp_path, bench_m
             (tmp_path / "results.json").write_text(json.dumps(on_disk))
             with pytest.raises(SystemExit, match=key):
                 learning.base_headroom("unused-model-path", args)
+    base, other = tmp_path / "base", tmp_path / "other"
+    for d, byte in ((base, b"\x00"), (other, b"\x01")):
+        d.mkdir()
+        (d / "model.safetensors").write_bytes(byte * 64)
+    (tmp_path / "results.json").write_text(json.dumps(
+        dict(played, config=dict(config, model=str(tmp_path / "moved"), model_weights=weights_fingerprint(str(base))))))
+    capsys.readouterr()
+    assert learning.base_headroom(str(base), args) == got  # the same weights, wherever they were played from
+    assert "does not record" not in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="model_weights: sha256:"):
+        learning.base_headroom(str(other), args)
 
 
 def test_learning_keeps_one_compute_dtype_per_output_folder(tmp_path, bench_module):
@@ -276,22 +291,23 @@ def test_learning_shards_take_the_next_unclaimed_job(tmp_path, bench_module):
 def test_a_warm_start_is_known_by_its_weights_not_its_path(tmp_path, bench_module):
     """A study resumed on a fresh machine names a rebuilt warm start: it is the same base exactly where its weight
     files are (same names, same bytes), wherever the folder lies."""
-    cache = bench_module("run_cache")
+    from opid_rllib.models.fingerprint import weights_fingerprint
+
     a, b = tmp_path / "a", tmp_path / "elsewhere" / "b"
     for d in (a, b):
         d.mkdir(parents=True)
         (d / "model.safetensors").write_bytes(b"\x00weights" * 1000)
         (d / "config.json").write_text("{}")
-    assert cache.weights_fingerprint(str(a)) == cache.weights_fingerprint(str(b))
-    assert cache.weights_fingerprint(str(a)).startswith("sha256:")
+    assert weights_fingerprint(str(a)) == weights_fingerprint(str(b))
+    assert weights_fingerprint(str(a)).startswith("sha256:")
     (b / "config.json").write_text('{"note": "configs are not weights"}')
-    assert cache.weights_fingerprint(str(a)) == cache.weights_fingerprint(str(b))
+    assert weights_fingerprint(str(a)) == weights_fingerprint(str(b))
     (b / "model.safetensors").write_bytes(b"\x01weights" * 1000)  # one byte differs
-    assert cache.weights_fingerprint(str(a)) != cache.weights_fingerprint(str(b))
+    assert weights_fingerprint(str(a)) != weights_fingerprint(str(b))
     (b / "model.safetensors").rename(b / "pytorch_model.bin")  # same bytes as a's, other file name
     (b / "pytorch_model.bin").write_bytes(b"\x00weights" * 1000)
-    assert cache.weights_fingerprint(str(a)) != cache.weights_fingerprint(str(b))
-    assert cache.weights_fingerprint("HuggingFaceTB/SmolLM2-135M") == "name:HuggingFaceTB/SmolLM2-135M"
+    assert weights_fingerprint(str(a)) != weights_fingerprint(str(b))
+    assert weights_fingerprint("HuggingFaceTB/SmolLM2-135M") == "name:HuggingFaceTB/SmolLM2-135M"
 
 
 def test_selection_vs_unseen_pairs_each_points_repeats_on_both_panels(bench_module, tmp_path, capsys):

@@ -34,6 +34,7 @@ from typing import Any, Iterable, Mapping
 
 from opid_rllib.eval.play import play_tasks
 from opid_rllib.eval.table import summarize
+from opid_rllib.models.fingerprint import weights_fingerprint
 
 ENV_NAMES = ("alfworld", "webshop", "searchqa")
 
@@ -241,6 +242,7 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
         "config": {
             "model": model_spec,
             "model_path": str(model_path),
+            "model_weights": weights_fingerprint(str(model_path)),  # which weights played, wherever they lay
             "panel": panel.name,
             "panel_sha256": panel.sha256,
             "panel_size": len(panel.task_ids),

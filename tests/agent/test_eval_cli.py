@@ -16,6 +16,7 @@ import pytest
 
 from opid_rllib.cli.eval import main
 from opid_rllib.eval.table import ALFWORLD_COLUMNS, format_table, summarize
+from opid_rllib.models.fingerprint import weights_fingerprint
 
 PANEL = "searchqa/smoke@v1"
 SMALL = ["--model", "tiny", "--episodes", "3", "--max-steps", "2", "--max-new-tokens", "8",
@@ -70,6 +71,7 @@ def test_results_and_episodes_files(runs):
     c = res["config"]
     assert c["panel"] == PANEL and c["panel_sha256"] == panel.sha256 and c["panel_size"] == len(panel.task_ids)
     assert c["model"] == "tiny" and Path(c["model_path"], "config.json").exists()
+    assert c["model_weights"].startswith("sha256:") and c["model_weights"] == weights_fingerprint(c["model_path"])
     assert (c["seed"], c["temperature"], c["max_steps"], c["max_new_tokens"], c["batch_envs"]) == (3, 0.4, 2, 8, 2)
     assert c["env_config"]["split"] == panel.split and c["analyzer"] == "none"
     assert res["counts"]["episodes"] == 3 and len(eps) == 3
