@@ -35,7 +35,8 @@ def cpu_flags() -> list[str]:
 
 
 def cpu_model() -> str | None:
-    """/proc/cpuinfo's "model name" (Linux), beside the flags: two EPYCs may differ in bf16 hardware."""
+    """/proc/cpuinfo's "model name" (Linux). Here it read "AMD EPYC" both with and without AVX512-BF16, so the
+    flags and torch's CPU capability, recorded beside it, are what tell such machines apart."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:

@@ -184,7 +184,7 @@ def run_experiment(cfg, args=None) -> int:
         cfg.learners(num_learners=args.num_learners)
     if args.num_gpus_per_learner is not None:
         cfg.learners(num_gpus_per_learner=args.num_gpus_per_learner)
-    warn_slow_dtype("opid-train", cfg.dtype, on_cpu=not (cfg.num_gpus_per_learner or 0) > 0)
+    warn_slow_dtype("opid-train", cfg.dtype, on_cpu=(cfg.num_gpus_per_learner or 0) <= 0)
     if getattr(args, "plan", False):  # before Ray starts
         from opid_rllib.memory_plan import print_config_plan
 
