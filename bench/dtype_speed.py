@@ -37,11 +37,9 @@ def cpu_flags() -> list[str]:
 def cpu_model() -> str | None:
     """/proc/cpuinfo's "model name" (Linux). Here it read "AMD EPYC" both with and without AVX512-BF16, so the
     flags and torch's CPU capability, recorded beside it, are what tell such machines apart."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return None
-    return next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), None)
+    from opid_rllib.hardware import cpuinfo_value
+
+    return cpuinfo_value(("model name",))
 
 
 def sft_once(model: str, demos, dtype: str, args) -> dict:

@@ -15,8 +15,9 @@ from pathlib import Path
 BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 
 
-def cpu_flags(text: str | None = None) -> frozenset[str] | None:
-    """The CPU's feature flags from /proc/cpuinfo's text (read when not given); None where they cannot be read."""
+def cpuinfo_value(keys: tuple[str, ...], text: str | None = None) -> str | None:
+    """The first /proc/cpuinfo line's value under one of `keys` (the text read when not given); None where there
+    is none or the file cannot be read (another OS)."""
     if text is None:
         try:
             text = Path("/proc/cpuinfo").read_text()
@@ -24,9 +25,15 @@ def cpu_flags(text: str | None = None) -> frozenset[str] | None:
             return None
     for line in text.splitlines():
         key, sep, value = line.partition(":")
-        if sep and key.strip() in ("flags", "Features"):
-            return frozenset(value.split())
+        if sep and key.strip() in keys:
+            return value.strip()
     return None
+
+
+def cpu_flags(text: str | None = None) -> frozenset[str] | None:
+    """The CPU's feature flags (x86 "flags", aarch64 "Features"); None where they cannot be read."""
+    value = cpuinfo_value(("flags", "Features"), text)
+    return None if value is None else frozenset(value.split())
 
 
 def bf16_cpu_warning(dtype: str, on_cpu: bool = True, flags: frozenset[str] | None = None) -> str | None:

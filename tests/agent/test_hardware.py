@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from opid_rllib import hardware
-from opid_rllib.hardware import bf16_cpu_warning, cpu_flags
+from opid_rllib.hardware import bf16_cpu_warning, cpu_flags, cpuinfo_value
 
 X86 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx avx2 fma\nbogomips\t: 4890\n"
 ARM = "processor\t: 0\nFeatures\t: fp asimd bf16 sve\nCPU part\t: 0xd40\n"
@@ -18,6 +18,7 @@ def test_flags_from_x86_and_arm_text_and_none_when_absent():
     assert cpu_flags(X86) == frozenset({"fpu", "sse2", "avx", "avx2", "fma"})
     assert "bf16" in cpu_flags(ARM)
     assert cpu_flags("processor\t: 0\nmodel name\t: something\n") is None
+    assert cpuinfo_value(("vendor_id",), X86) == "AuthenticAMD" and cpuinfo_value(("model name",), ARM) is None
 
 
 def test_warns_only_for_bf16_on_a_cpu_whose_flags_lack_it():
