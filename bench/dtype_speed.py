@@ -11,8 +11,8 @@ CPU without them, run this before choosing bf16. Measured:
 - play: the first N games of a panel (`opid-eval`'s evaluate, bf16 weights): rollout seconds and wins.
 
     python bench/dtype_speed.py --model PATH [--dtypes float32,bfloat16] [--parts sft,rl,play] [--rounds 2]
-        [--sft-tasks 20] [--rl-variant grpo] [--rl-iters 2] [--play-episodes 32] [--env-config JSON]
-        [--torch-threads 1] [--json out.json]
+        [--sft-tasks 20] [--rl-variant grpo] [--rl-iters 2] [--play-episodes 32] [--play-max-steps 30]
+        [--env-config JSON] [--torch-threads 1] [--json out.json]
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ def play_once(model: str, dtype: str, args) -> dict:
     from opid_rllib.eval.panel import evaluate
 
     res = evaluate(None, panel=args.panel, episodes=args.play_episodes, seed=0, batch_envs=16, progress=False,
-                   temperature=0.4, llm_model=model, history_length=args.history_length, max_steps=30,
-                   max_new_tokens=48, max_prompt_len=args.max_prompt_len, dtype=dtype,
+                   temperature=0.4, llm_model=model, history_length=args.history_length,
+                   max_steps=args.play_max_steps, max_new_tokens=48, max_prompt_len=args.max_prompt_len, dtype=dtype,
                    env_kwargs=args.env_config or None)
     return {"seconds": res["timing"]["rollout_s"], "won": res["counts"]["won"], "steps": res["counts"]["steps"]}
 
@@ -101,6 +101,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-steps", type=int, default=15, help="training episode cap (the studies' 15)")
     ap.add_argument("--panel", default="alfworld/valid_unseen@v1")
     ap.add_argument("--play-episodes", type=int, default=32)
+    ap.add_argument("--play-max-steps", type=int, default=30, help="episode cap in play (the panel's 30)")
     ap.add_argument("--history-length", type=int, default=2)
     ap.add_argument("--max-prompt-len", type=int, default=1024)
     ap.add_argument("--env-config", default='{"expert": "sweep"}', help="ALFWorld settings (JSON)")

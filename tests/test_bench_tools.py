@@ -222,7 +222,8 @@ def test_dtype_speed_times_both_dtypes_side_by_side(tmp_path, one_thread, bench_
     dtype_speed = bench_module("dtype_speed")
     out = tmp_path / "speed.json"
     assert dtype_speed.main(["--model", "tiny", "--parts", "sft,play", "--rounds", "1", "--sft-tasks", "1",
-                             "--play-episodes", "2", "--json", str(out)]) == 0
+                             "--play-episodes", "2", "--play-max-steps", "3", "--max-prompt-len", "256",
+                             "--json", str(out)]) == 0
     record = json.loads(out.read_text())
     assert record["torch_cpu_capability"] and isinstance(record["cpu_flags"], list)  # what hardware it came from
     rows = record["rows"]
@@ -230,7 +231,8 @@ def test_dtype_speed_times_both_dtypes_side_by_side(tmp_path, one_thread, bench_
                                                       ("play", "float32"), ("play", "bfloat16")]
     assert rows[0]["ratio_to_first"] == 1.0 and all(r["median_s"] > 0 for r in rows)
     assert all(r["runs"][0]["final_eval_loss"] > 0 for r in rows[:2])
-    assert all(r["runs"][0]["won"] >= 0 and r["runs"][0]["steps"] > 0 for r in rows[2:])
+    # the untrained model never wins: each of the 2 games runs to the --play-max-steps cap
+    assert all(r["runs"][0]["won"] == 0 and r["runs"][0]["steps"] == 2 * 3 for r in rows[2:])
     with pytest.raises(SystemExit):
         dtype_speed.main(["--model", "tiny", "--dtypes", "float32,float64"])
 

@@ -14,8 +14,10 @@ from tests.algo.helpers import tiny_config
 pytestmark = pytest.mark.ray
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ray_local():
+    """One local Ray session for the tests below that build in-process (a start costs ~5 s each); the
+    tests that start their own session (the CLI, the sweep's subprocess) come before the first user."""
     import opid_rllib
 
     ray.init(num_cpus=4, include_dashboard=False, ignore_reinit_error=True)
@@ -46,43 +48,6 @@ def test_opid_train_cli_two_iterations(tmp_path):
     assert len(dumps) == 2
     rec = json.loads(open(dumps[0]).readline())
     assert rec["skills"]["episode_skill"] and len(rec["routed"]) == len(rec["actions"])
-
-
-@pytest.mark.parametrize("minibatch_size", [None, 1])  # 1: ranks with different row counts agree on the steps
-def test_two_learners_keep_groups_whole(ray_local, minibatch_size):
-    cfg = tiny_config(tasks_per_iter=2, group_size=2, max_steps=2, minibatch_size=minibatch_size)
-    cfg.env_runners(num_env_runners=1)
-    cfg.learners(num_learners=2)
-    algo = cfg.build_algo()
-    try:
-        res = algo.train()
-        lr = res["learners"]
-        assert lr["default_policy"]["num_samples"] > 0 and np.isfinite(lr["default_policy"]["policy_loss"])
-        if minibatch_size:  # one optimizer step per row on the rank with more rows, on both ranks
-            assert lr["default_policy"]["num_optimizer_steps"] >= 2
-        # Both learners applied the same averaged gradient: their weights are identical.
-        w = [r.get() for r in algo.learner_group.foreach_learner(lambda l: float(
-            sum(p.detach().double().sum() for p in l.module["default_policy"].unwrapped().parameters())))]
-        assert len(w) == 2 and w[0] == pytest.approx(w[1], rel=0, abs=1e-6)
-        algo.train()  # a second iteration after weight sync to the remote runner
-    finally:
-        algo.stop()
-
-
-def test_tune_grid_over_skill_weights(ray_local, tmp_path):
-    from ray import tune
-
-    cfg = tiny_config(max_steps=2, max_new_tokens=8)
-    cfg.episode_skill_adv_weight = tune.grid_search([0.0, 0.01])
-    tuner = tune.Tuner("OPID", param_space=cfg, run_config=tune.RunConfig(
-        storage_path=str(tmp_path), stop={"training_iteration": 1}, verbose=0))
-    grid = tuner.fit()
-    assert len(grid) == 2 and not grid.errors
-    weights = sorted(r.config["episode_skill_adv_weight"] for r in grid)
-    assert weights == [0.0, 0.01]
-    shares = {r.config["episode_skill_adv_weight"]: r.metrics["learners"]["opid"]["adv"]["episode_teacher_share"]
-              for r in grid}
-    assert shares[0.0] == 0.0
 
 
 def test_weight_sweep_example_ranks_its_points_on_a_held_out_panel(tmp_path):
@@ -124,6 +89,43 @@ def test_weight_sweep_example_ranks_its_points_on_a_held_out_panel(tmp_path):
         with open(os.path.join(t["path"], "result.json")) as f:  # seeded: a re-run ranks the same draws
             assert json.loads(f.readline())["config"]["seed"] == t["params"]["seed"]
     assert sel["informative"] and "sweep ranking by alfworld/valid_seen@v1" in p.stdout
+
+
+@pytest.mark.parametrize("minibatch_size", [None, 1])  # 1: ranks with different row counts agree on the steps
+def test_two_learners_keep_groups_whole(ray_local, minibatch_size):
+    cfg = tiny_config(tasks_per_iter=2, group_size=2, max_steps=2, minibatch_size=minibatch_size)
+    cfg.env_runners(num_env_runners=1)
+    cfg.learners(num_learners=2)
+    algo = cfg.build_algo()
+    try:
+        res = algo.train()
+        lr = res["learners"]
+        assert lr["default_policy"]["num_samples"] > 0 and np.isfinite(lr["default_policy"]["policy_loss"])
+        if minibatch_size:  # one optimizer step per row on the rank with more rows, on both ranks
+            assert lr["default_policy"]["num_optimizer_steps"] >= 2
+        # Both learners applied the same averaged gradient: their weights are identical.
+        w = [r.get() for r in algo.learner_group.foreach_learner(lambda l: float(
+            sum(p.detach().double().sum() for p in l.module["default_policy"].unwrapped().parameters())))]
+        assert len(w) == 2 and w[0] == pytest.approx(w[1], rel=0, abs=1e-6)
+        algo.train()  # a second iteration after weight sync to the remote runner
+    finally:
+        algo.stop()
+
+
+def test_tune_grid_over_skill_weights(ray_local, tmp_path):
+    from ray import tune
+
+    cfg = tiny_config(max_steps=2, max_new_tokens=8)
+    cfg.episode_skill_adv_weight = tune.grid_search([0.0, 0.01])
+    tuner = tune.Tuner("OPID", param_space=cfg, run_config=tune.RunConfig(
+        storage_path=str(tmp_path), stop={"training_iteration": 1}, verbose=0))
+    grid = tuner.fit()
+    assert len(grid) == 2 and not grid.errors
+    weights = sorted(r.config["episode_skill_adv_weight"] for r in grid)
+    assert weights == [0.0, 0.01]
+    shares = {r.config["episode_skill_adv_weight"]: r.metrics["learners"]["opid"]["adv"]["episode_teacher_share"]
+              for r in grid}
+    assert shares[0.0] == 0.0
 
 
 def test_checkpoint_resume_restores_weights_optimizer_and_task_stream(tmp_path):
