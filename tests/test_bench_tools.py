@@ -394,7 +394,7 @@ def test_learning_reports_the_cached_jobs_only_and_names_the_others(tmp_path, be
     def table(x):
         return {"columns": list(cols), "success_pct": dict.fromkeys(cols, x), "episodes": 12}
 
-    def never(*a):
+    def never(*a, **k):
         raise AssertionError("--cached-only trained or played")
 
     monkeypatch.setattr(learning, "train_and_eval", never)
@@ -421,10 +421,29 @@ def test_learning_reports_the_cached_jobs_only_and_names_the_others(tmp_path, be
     assert got["per_seed"]["grpo"]["1"]["All"] == 12.0 and got["summary"]["opid_minus_grpo_all"] == 6.0
     study = json.loads((out / "learning.json").read_text())
     assert study["base_seeds"] == [0, 1] and study["base_tables"] == [table(11.0), table(12.0)]
+    assert study["summary"] == got["summary"]  # the study's own folder holds it too, without --results
     # nor does it play the base's oracle panel (about 67 min on SmolLM2) where no play of it is there to read
     monkeypatch.setattr(learning, "base_headroom", never)
     assert learning.main(argv + ["--headroom-panel", "alfworld/valid_unseen@v1"]) == 0
     assert "teacher diagnostics" not in capsys.readouterr().out
+    # the warm start is not on this machine (the folder was made from weights recorded by content): a report still
+    # reads the runs and says it cannot check their weights; a call that would train is refused as before
+    settings = json.loads((out / "settings.json").read_text())
+    assert "base_weights" not in settings
+    (out / "settings.json").write_text(json.dumps({**settings, "base_weights": "sha256:" + "0" * 64}))
+    assert learning.main(argv) == 0
+    assert "reported without checking the warm start" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="other settings"):
+        learning.main([a for a in argv if a != "--cached-only"])
+    # nor does a report build the tiny model's warm start
+    import opid_rllib.sft.demos
+    import opid_rllib.sft.train
+
+    monkeypatch.setattr(opid_rllib.sft.demos, "collect_demonstrations", never)
+    monkeypatch.setattr(opid_rllib.sft.train, "train_sft", never)
+    tiny = ["--base", "tiny", "--variants", "grpo", "--seeds", "0", "--out", str(tmp_path / "t"), "--cached-only"]
+    with pytest.raises(SystemExit, match="--cached-only: .* no base play or no run"):
+        learning.main(tiny + ["--torch-threads", "0"])
 
 
 def test_learning_compares_arms_game_by_game_with_a_sign_test(bench_module, monkeypatch):
