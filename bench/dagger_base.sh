@@ -3,7 +3,7 @@
 # Each round the previous model plays 300 train games (`opid-sft --policy-tasks 300`), the env's expert labels
 # every distinct state it reached, and the model is fine-tuned on those samples plus 100 games of expert demos
 # (same settings as bench/skill_literate_base.sh's stages 2-3, hint-following samples at 0.5 on both); then the
-# unseen panel is played as student and as oracle-skill teacher. README: "DAgger on the student's own states".
+# unseen panel is played as student and as oracle-skill teacher. docs/STUDIES.md: "DAgger on the student's own states".
 #
 # EXPERT=sweep: the env's sweep demonstrator (ALFWorldEnv(expert="sweep")) plays the demos and labels the
 # policy's states, and the oracle names its commands (BASE: bench/sweep_expert_study.sh's base). THREADS: torch

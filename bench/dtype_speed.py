@@ -3,7 +3,7 @@ side by side in one process (rounds interleaved: dtype A, B, then again), so the
 
 Why: issue 13 asks for the whole learning study (warm start included) in <= 2 h on 2 cores. Every piece of it
 is the tiny model's forward (and backward) over ALFWorld prompts of ~500 tokens, which bf16 matmuls in hardware
-(AVX512-BF16, AMX) speed up where the CPU has them (the README's table: 0.58-0.75x on an AVX512-BF16 EPYC); on a
+(AVX512-BF16, AMX) speed up where the CPU has them (docs/STUDIES.md's table: 0.58-0.75x on an AVX512-BF16 EPYC); on a
 CPU without them, run this before choosing bf16. Measured:
 - sft: `train_sft` for one epoch on the same demos (fp32 weights and AdamW; bf16 autocast), seconds and final loss;
 - rl: RL iterations of a bench/learning.py variant from the same model and seed (learner: fp32 masters under

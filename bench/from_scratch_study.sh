@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Issue 13's whole learning study from nothing, in one command, timed (section 3: <= 2 h on 2 cores): the
-# no-hint base's recipe, then the protocol of bench/opid_vs_grpo_study.sh on it. README: "From scratch in one
-# command".
+# no-hint base's recipe, then the protocol of bench/opid_vs_grpo_study.sh on it. docs/STUDIES.md: "bf16 on this
+# CPU, and the whole study from scratch in one command".
 #   1. clone ALFWorld's sweep demonstrator into the tiny model (bench/sweep_expert_study.sh's base);
 #   2. one DAgger round on the sweep's labels (round 1 of `bash bench/dagger_base.sh BASE OUT 1 sweep`);
 #   3. stage 5 without hint-following samples (bench/nohint_study.sh's stage 5) and its oracle-skill play;
 #   4. the Tune sweep over both skill weights and the five arms x 3 seeds (bench/opid_vs_grpo_study.sh, the
-#      settings of the README's "The issue's whole protocol on the no-hint base").
+#      settings of docs/STUDIES.md's "The issue's whole protocol on the no-hint base").
 # Each stage is skipped where its output exists, so a stopped study resumes; OUT/timings.tsv holds each stage's
 # wall seconds (of this call) and the total.
 #

@@ -6,7 +6,7 @@
 # Stage 5 fine-tunes 2 epochs on sweep demos with --hint-follow-prob 0; then the unseen panel as student and
 # as oracle-skill teacher; then GRPO, OPID with teacher samples (T) and T with shuffled skills, 3 seeds
 # (bench/learning.py, the budget of bench/sweep_expert_study.sh).
-# README: "Without the random hint-following samples".
+# docs/STUDIES.md: "Without the random hint-following samples".
 # MAX_STEPS (default 15, as in bench/sweep_expert_study.sh) caps the training episodes; with MAX_STEPS=30 (the
 # panel's cap) and ARMS=grpo_t the study trains GRPO and T only, into OUT/learning_ms30 and
 # bench/results/learning_nohint_ms30.json.

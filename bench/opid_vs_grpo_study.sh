@@ -24,7 +24,7 @@
 # ARMS=all trains GRPO, OPID at the reference weights (the plain `opid` preset, 0.001 each), OPID at the selected
 # weights (BEST), BEST with shuffled skills and BEST without step skills (the episode skill at BEST's w_ep, or at
 # its w_step where the sweep selected w_ep = 0, so the arm keeps a skill term of the selected size).
-# README: "The protocol, run once" and "The whole protocol on the no-hint base".
+# docs/STUDIES.md: "The protocol, run once" and "The whole protocol on the no-hint base".
 #
 # Points that tie at the best score (a policy that never wins ties at 0 training success; on valid_seen
 # several points can tie too) do not select: the study then takes the largest tied weights and says so (with

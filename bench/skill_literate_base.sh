@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The skill-literate tiny base of issue 13 as it was made (README, "Does the skill teacher know more
-# than the student?"), then its teacher diagnostics on the whole unseen panel.
+# The skill-literate tiny base of issue 13 as it was made (docs/STUDIES.md, "Measured on the tiny
+# model"), then its teacher diagnostics on the whole unseen panel.
 #
 #   bash bench/skill_literate_base.sh [OUT_DIR]        # default runs/skill_literate; ~80 min on 2 cores
 #
@@ -9,7 +9,7 @@
 # recovery states and hint-following samples (a step skill naming another admissible command, which is then the
 # target): the policy learns to read a named command, which OPID's teacher needs. Every stage runs all its
 # epochs (no time budget) with a fixed torch thread count, so the weights do not depend on the machine's speed.
-# The README's first measured base drew stage 2's hint commands uniformly; this script (verb first in both
+# docs/STUDIES.md's first measured base drew stage 2's hint commands uniformly; this script (verb first in both
 # stages) is the base measured since, twice, on two machines, with the same success on every panel game.
 set -euo pipefail
 . "$(dirname "$0")/recipe.sh"

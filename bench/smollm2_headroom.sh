@@ -4,7 +4,7 @@
 # analyzer-worded step skills in half of the episodes and recovery states (the settings of the tiny model's
 # stage 5, bench/nohint_study.sh, at SmolLM2's lr), then `opid-eval --skills oracle`: the student (no skills)
 # next to the teacher (the step skill naming the sweep's next command at every step).
-# README: "SmolLM2-135M with a skill-literate warm start".
+# docs/STUDIES.md: "SmolLM2-135M with a skill-literate warm start".
 #
 #   bash bench/smollm2_headroom.sh [OUT_DIR]          # default runs/smollm2
 #   TASKS=120 EPOCHS=2 ...     # sweep games cloned and epochs (default 120 and 2)

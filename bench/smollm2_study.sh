@@ -9,7 +9,7 @@
 # the next job (OUT/settings.json refuses a resume with other settings, another LR or other warm-start weights
 # included). The default OUT lies in the repo: commit its runs/*.json as they finish (git ignores the run folders,
 # policy weights among them), and a fresh machine resumes the study from the SFT rebuilt by
-# bench/smollm2_headroom.sh, which goes on only where the rebuilt weights are the recorded ones. README:
+# bench/smollm2_headroom.sh, which goes on only where the rebuilt weights are the recorded ones. docs/STUDIES.md:
 # "SmolLM2-135M with a skill-literate warm start" (its cost on machine D).
 #
 #   LR=1e-5 bash bench/smollm2_study.sh SFT [OUT_DIR]    # SFT: bench/smollm2_headroom.sh's OUT/sft_tTASKS_eEPOCHS

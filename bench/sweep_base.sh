@@ -7,7 +7,7 @@
 # runs 4 more epochs with seed 7: not measured); after each the unseen
 # panel is played as student and as oracle-skill teacher (the oracle still names the hand-coded expert's next
 # command) and `bench/decision_fit.py` measures how often greedy decoding reproduces the sweep's command.
-# README: "A demonstrator the student can copy".
+# docs/STUDIES.md: "A demonstrator the student can copy".
 #
 #   bash bench/sweep_base.sh BASE [OUT_DIR] [STAGES]  # BASE: bench/dagger_base.sh's last stage (runs/dagger/stage5);
 #                                                     # default runs/sweep, 2 stages; ~15-25 min + 6 min each

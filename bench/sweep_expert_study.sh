@@ -4,7 +4,7 @@
 # hint-following samples), its skill headroom when the oracle names the sweep's command
 # (`opid-eval --env-kwargs '{"expert": "sweep"}'`), and GRPO against OPID with teacher samples when the built-in
 # hindsight analyzer's step skills name the sweep's command too (`bench/learning.py --env-config`), 3 seeds.
-# README: "Skills that name what the prompt determines".
+# docs/STUDIES.md: "Skills that name what the prompt determines".
 #
 #   bash bench/sweep_expert_study.sh [OUT_DIR] [SEEDS]  # default runs/sweep_expert, 0,1,2; measured 33 + 6 + 54 min
 set -euo pipefail

@@ -1,6 +1,6 @@
 """Whether this CPU computes in bf16 in hardware, so that `--dtype bfloat16` on a CPU that lacks it is flagged.
 
-Why: bf16 pays off on CPUs with AVX512-BF16 or AMX (machine D: 0.58-0.75x of float32's time, README "bf16 on
+Why: bf16 pays off on CPUs with AVX512-BF16 or AMX (machine D: 0.58-0.75x of float32's time, docs/STUDIES.md, "bf16 on
 this CPU"), but where they are missing torch emulates bf16 matmuls in software. On an AVX2-only AMD EPYC, one
 optimizer step of SmolLM2-135M's skill-literate SFT took 8 min at bf16 against seconds on machine D, so a study
 that fits in hours would take days, with nothing said. The CLIs print `bf16_cpu_warning` before they start work;

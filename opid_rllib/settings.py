@@ -52,7 +52,7 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     "teacher_sample_sft_coeff": (0.0, float),
     # c_A > 0 adds, per teacher sample, the row (x + skill, y_T) whose only loss is c_A * KL(pi_theta || pi_ref) on
     # the skill prompt (losses.py): the teacher is the same weights, and training the plain prompt alone wore its
-    # skill-reading down (README, SmolLM2 study); pi-Distill trains the skill-conditioned side too.
+    # skill-reading down (docs/STUDIES.md, SmolLM2 study); pi-Distill trains the skill-conditioned side too.
     "teacher_anchor_coeff": (0.0, float),
     # loss
     "clip_ratio_low": (0.2, float), "clip_ratio_high": (0.2, float), "dual_clip_c": (3.0, float),

@@ -13,12 +13,23 @@ ROOT = Path(__file__).resolve().parents[1]
 SHELL_SCRIPTS = sorted((ROOT / "bench").glob("*.sh"))
 
 
-def test_every_bench_script_the_readme_names_exists():
-    readme = (ROOT / "README.md").read_text()
-    named = set(re.findall(r"bench/[A-Za-z0-9_]+\.(?:py|sh)", readme))
-    assert len(named) >= 10, named  # the README quotes many bench commands; a broken regex would find none
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # docs/STUDIES.md holds most study commands
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_bench_script_and_image_a_doc_names_exists(doc):
+    text = doc.read_text()
+    named = set(re.findall(r"bench/[A-Za-z0-9_]+\.(?:py|sh)", text))
     missing = sorted(p for p in named if not (ROOT / p).is_file())
-    assert not missing, f"README names bench scripts that are not in the repo: {missing}"
+    assert not missing, f"{doc.name} names bench scripts that are not in the repo: {missing}"
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)  # relative to the doc's own folder, as GitHub reads them
+    assert not [i for i in images if not (doc.parent / i).is_file()], images
+
+
+def test_the_readme_and_the_studies_quote_bench_commands():
+    for doc, least in (("README.md", 10), ("docs/STUDIES.md", 15)):
+        named = set(re.findall(r"bench/[A-Za-z0-9_]+\.(?:py|sh)", (ROOT / doc).read_text()))
+        assert len(named) >= least, (doc, named)  # a broken regex (or a lost document) would find none
 
 
 @pytest.mark.parametrize("script", SHELL_SCRIPTS, ids=lambda p: p.name)
