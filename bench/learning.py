@@ -138,10 +138,11 @@ def evaluate_policy(path: str, seed: int, args) -> dict:
     return {**ev["table"], "won_by_task": {str(r["task_id"]): bool(r["won"]) for r in ev["episodes"]}}
 
 
-def base_headroom(path: str, args) -> dict:
+def base_headroom(path: str, args, weights: str | None = None) -> dict:
     """The base's oracle play on --headroom-panel (seed 0), or --headroom-results: opid-eval's results.json of
     that same play, or the record bench/smollm2_headroom.sh's RESULTS= kept of it (under "play"), read instead of
-    playing the panel twice (refused where its settings differ)."""
+    playing the panel twice (refused where its settings differ). `weights`: the base's weights_fingerprint where
+    the caller has it (hashing SmolLM2's 538 MB again costs seconds)."""
     if args.headroom_results:
         with open(args.headroom_results) as f:
             ev = json.load(f)
@@ -154,12 +155,14 @@ def base_headroom(path: str, args) -> dict:
         played_env = got.get("env_config", {})
         bad += [f"env_config[{k!r}]: {played_env.get(k)!r} (this run: {v!r})" for k, v in args.env_config.items()
                 if played_env.get(k) != v]
-        played_weights, ours = got.get("model_weights"), weights_fingerprint(path)
+        played_weights = got.get("model_weights")
         if played_weights is None:  # a play made before opid-eval recorded them: nothing to check it by
             print(f"[learning] --headroom-results {args.headroom_results}: the play does not record its model's "
                   f"weights; taken as --base's ({got.get('model')})", flush=True)
-        elif played_weights != ours:
-            bad.append(f"model_weights: {played_weights} (this run's --base {path}: {ours})")
+        else:
+            ours = weights or weights_fingerprint(path)
+            if played_weights != ours:
+                bad.append(f"model_weights: {played_weights} (this run's --base {path}: {ours})")
         if bad:
             raise SystemExit(f"--headroom-results {args.headroom_results}: not the play --headroom-panel would make; "
                              + "; ".join(bad))
@@ -322,14 +325,15 @@ def main(argv=None) -> int:
     check_dtype(args.out, args.dtype)
     check_settings(args.out, {k: v for k, v in vars(args).items() if k not in NOT_RUN_SETTINGS})
     t_start = time.time()
-    base = warm_start(args)
+    base, base_weights = warm_start(args), None
     if args.cached_only and not os.path.exists(base):
         # a report re-reads finished runs: it needs no weights (SmolLM2's warm start is 538 MB and 20 min to
         # rebuild), and without them it cannot check which ones the runs started from, so it says so
         print(f"[learning] --cached-only: {base} is not here; the cached runs are reported without checking the "
               "warm start they were made from (OUT/settings.json: base_weights)", flush=True)
     else:
-        check_settings(args.out, {"base_weights": weights_fingerprint(base)})
+        base_weights = weights_fingerprint(base)
+        check_settings(args.out, {"base_weights": base_weights})
     seeds = [int(s) for s in args.seeds.split(",")]
     jobs = [(os.path.join(args.out, "runs", f"base-s{s}.json"), lambda s=s: evaluate_policy(base, s, args))
             for s in seeds]
@@ -395,7 +399,7 @@ def main(argv=None) -> int:
     headroom_path = os.path.join(args.out, "runs", "base-headroom.json")
     # --cached-only never plays the oracle panel (about 67 min on SmolLM2): it reports the headroom only if it is read
     if args.headroom_panel and (not args.cached_only or args.headroom_results or os.path.exists(headroom_path)):
-        headroom = cached(headroom_path, lambda: base_headroom(base, args))
+        headroom = cached(headroom_path, lambda: base_headroom(base, args, base_weights))
         st, te = headroom["table"]["success_pct"], headroom["teacher_table"]["success_pct"]
         print(f"\nteacher diagnostics of the base on {args.headroom_panel} (oracle step skill at every step): "
               f"student All {st['All']:.1f} %, teacher All {te['All']:.1f} %, "

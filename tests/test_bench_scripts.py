@@ -16,10 +16,14 @@ SHELL_SCRIPTS = sorted((ROOT / "bench").glob("*.sh"))
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # docs/STUDIES.md holds most study commands
 
 
+def bench_scripts_named(text: str) -> set[str]:
+    return set(re.findall(r"bench/[A-Za-z0-9_]+\.(?:py|sh)", text))
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
 def test_every_bench_script_and_image_a_doc_names_exists(doc):
     text = doc.read_text()
-    named = set(re.findall(r"bench/[A-Za-z0-9_]+\.(?:py|sh)", text))
+    named = bench_scripts_named(text)
     missing = sorted(p for p in named if not (ROOT / p).is_file())
     assert not missing, f"{doc.name} names bench scripts that are not in the repo: {missing}"
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)  # relative to the doc's own folder, as GitHub reads them
@@ -28,7 +32,7 @@ def test_every_bench_script_and_image_a_doc_names_exists(doc):
 
 def test_the_readme_and_the_studies_quote_bench_commands():
     for doc, least in (("README.md", 10), ("docs/STUDIES.md", 15)):
-        named = set(re.findall(r"bench/[A-Za-z0-9_]+\.(?:py|sh)", (ROOT / doc).read_text()))
+        named = bench_scripts_named((ROOT / doc).read_text())
         assert len(named) >= least, (doc, named)  # a broken regex (or a lost document) would find none
 
 

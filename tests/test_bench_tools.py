@@ -148,6 +148,10 @@ def test_learning_headroom_read_from_the_same_oracle_play_only(tmp_path, bench_m
     assert "does not record" not in capsys.readouterr().out
     with pytest.raises(SystemExit, match="model_weights: sha256:"):
         learning.base_headroom(str(other), args)
+    # the study passes the fingerprint it already took of --base; that one is checked, the folder not hashed again
+    assert learning.base_headroom(str(tmp_path / "gone"), args, weights_fingerprint(str(base))) == got
+    with pytest.raises(SystemExit, match="model_weights: sha256:"):
+        learning.base_headroom(str(base), args, weights_fingerprint(str(other)))
 
 
 def test_learning_keeps_one_compute_dtype_per_output_folder(tmp_path, bench_module):
