@@ -18,3 +18,16 @@ play_dir() { echo "$1-${2//[\/@]/_}"; }
 # T: the OPID arm most studies train (the README's ledger), step skills only at w_step 0.3 with 3 of the 5 step
 # skills allowed on right moves, the skill terms centred, and teacher samples at w_T = 1.
 T_ARM='opid:w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1'
+# refuse_emulated_bf16 DTYPE ADVICE: exit 2 where DTYPE=bfloat16 would run on a CPU without AVX512-BF16 or AMX,
+#   unless SLOW_BF16=1. torch emulates bf16 matmuls there: on an AVX2-only EPYC one step of SmolLM2's SFT took 8 min
+#   (8.5 s on machine D), so a SmolLM2 driver would take days (docs/STUDIES.md, "bf16 on a CPU without
+#   AVX512-BF16"). The flags are opid_rllib/hardware.py's BF16_FLAGS; CPUINFO= is for the tests.
+refuse_emulated_bf16() {
+  local cpuinfo=${CPUINFO:-/proc/cpuinfo}
+  if [ "$1" = bfloat16 ] && [ -z "${SLOW_BF16:-}" ] && [ -r "$cpuinfo" ] \
+     && ! grep -qwE 'avx512_bf16|amx_bf16|bf16' "$cpuinfo"; then
+    echo "DTYPE=bfloat16 on a CPU without AVX512-BF16 or AMX (none in $cpuinfo): bf16 is emulated here, many" \
+         "times slower; $2, or set SLOW_BF16=1 to run it anyway" >&2
+    exit 2
+  fi
+}

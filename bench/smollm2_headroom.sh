@@ -9,7 +9,9 @@
 #   bash bench/smollm2_headroom.sh [OUT_DIR]          # default runs/smollm2
 #   TASKS=120 EPOCHS=2 ...     # sweep games cloned and epochs (default 120 and 2)
 #   PANEL=alfworld/valid_unseen@v1 ...   # default alfworld/smoke@v1 (12 games of valid_unseen, 2 per task type)
-#   DTYPE=float32 ...          # default bfloat16 (on a CPU without bf16 in hardware, float32 is faster)
+#   DTYPE=float32 ...          # default bfloat16, refused on a CPU without AVX512-BF16 or AMX (emulated there,
+#                              # days for SmolLM2) unless SLOW_BF16=1; in float32 there the one-epoch SFT took
+#                              # 68 min on an AVX2-only EPYC (docs/STUDIES.md)
 #   RESULTS=bench/results/headroom_smollm2.json ...   # also write one record: the SFT's stats, the play's results
 #                              # (student and teacher tables, headroom, timing) and this call's command
 # Each stage is skipped where its output exists; OUT/timings.tsv holds each stage's wall seconds.
@@ -28,6 +30,8 @@ case $PANEL in
 esac
 SFT=$OUT/sft_t${TASKS}_e${EPOCHS}
 PLAY=$(play_dir "$SFT" "$PANEL")
+[ -f "$SFT/config.json" ] && [ -f "$PLAY/results.json" ] || refuse_emulated_bf16 "$DTYPE" "DTYPE=float32 runs \
+the recipe here (a base of its own: bf16 changes every rounding of it)"
 mkdir -p "$OUT"
 TIMES=$OUT/timings.tsv
 . "$(dirname "$0")/timings.sh"

@@ -40,16 +40,8 @@ PY=${PYTHON:-python}
 DTYPE=${DTYPE:-bfloat16}
 [ -n "${LR:-}" ] || { echo "LR=: set the RL learning rate (none has been measured for SmolLM2 here)" >&2; exit 2; }
 case $DTYPE in float32|bfloat16) ;; *) echo "DTYPE=$DTYPE: choose float32 or bfloat16" >&2; exit 2 ;; esac
-# bf16 without AVX512-BF16/AMX is emulated: on an AVX2-only EPYC one step of the SFT took 8 min (seconds on machine
-# D), so this study would take days there (opid_rllib/hardware.py; CPUINFO= is for the tests)
-CPUINFO=${CPUINFO:-/proc/cpuinfo}
-if [ "$DTYPE" = bfloat16 ] && [ -z "${REPORT:-}${SLOW_BF16:-}" ] && [ -r "$CPUINFO" ] \
-   && ! grep -qwE 'avx512_bf16|amx_bf16|bf16' "$CPUINFO"; then
-  echo "DTYPE=bfloat16 on a CPU without AVX512-BF16 or AMX (none in $CPUINFO): bf16 is emulated here, many times" \
-       "slower; run the study on a CPU that has them (its jobs so far were made on one), start a new OUT_DIR with" \
-       "DTYPE=float32, or set SLOW_BF16=1 to run it anyway" >&2
-  exit 2
-fi
+[ -n "${REPORT:-}" ] || refuse_emulated_bf16 "$DTYPE" "run the study on a CPU that has them (its jobs so far were \
+made on one) or start a new OUT_DIR with DTYPE=float32"
 case ${ARMS:-grpo_t} in
   all) VARIANTS="grpo,$T_ARM,$T_ARM+shuffle_skills=true" ;;
   grpo_t) VARIANTS="grpo,$T_ARM" ;;

@@ -20,6 +20,15 @@ def bench_scripts_named(text: str) -> set[str]:
     return set(re.findall(r"bench/[A-Za-z0-9_]+\.(?:py|sh)", text))
 
 
+def fake_cpuinfo(tmp_path):
+    """Two /proc/cpuinfo stand-ins (CPUINFO=), so that the drivers' bf16 guard gives the same test on every CPU:
+    one with bf16 in hardware, one with AVX2 only."""
+    with_bf16, avx2_only = tmp_path / "cpuinfo_bf16", tmp_path / "cpuinfo_avx2"
+    with_bf16.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
+    avx2_only.write_text("processor\t: 0\nflags\t\t: fpu avx avx2 fma\n")
+    return with_bf16, avx2_only
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
 def test_every_bench_script_and_image_a_doc_names_exists(doc):
     text = doc.read_text()
@@ -154,10 +163,13 @@ def test_the_from_scratch_study_runs_every_stage_in_order_with_its_dtype_and_res
 
 def test_the_smollm2_headroom_driver_warm_starts_smollm2_then_plays_student_and_teacher(tmp_path):
     """bench/smollm2_headroom.sh: the SFT starts from smollm2-135m with analyzer-worded skills, the play is the
-    oracle headroom on PANEL from that SFT, settings reach both commands, and a second call skips both."""
+    oracle headroom on PANEL from that SFT, settings reach both commands, and a second call skips both. Its
+    default, bf16, is refused on a CPU without bf16 in hardware (days of emulated bf16 for SmolLM2 there)."""
     out, log, bin_dir = tmp_path / "out", tmp_path / "calls.log", tmp_path / "bin"
     _package_stand_ins(bin_dir, log)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "TASKS": "7", "EPOCHS": "3", "PANEL": "alfworld/valid_unseen@v1"}
+    with_bf16, avx2_only = fake_cpuinfo(tmp_path)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "TASKS": "7", "EPOCHS": "3", "PANEL": "alfworld/valid_unseen@v1",
+           "CPUINFO": str(with_bf16)}
     run = lambda e: subprocess.run(["bash", str(ROOT / "bench" / "smollm2_headroom.sh"), str(out)],  # noqa: E731
                                    capture_output=True, text=True, env=e, stdin=subprocess.DEVNULL, timeout=30)
     p = run(env)
@@ -177,11 +189,20 @@ def test_the_smollm2_headroom_driver_warm_starts_smollm2_then_plays_student_and_
     assert record["sft"] == {} and record["play"] == {} and "TASKS=7 EPOCHS=3" in record["command"]
     rows = [r.split("\t")[0].split()[0] for r in (out / "timings.tsv").read_text().splitlines()]
     assert rows == ["stage", "sft", "play"]
-    for bad, says in (({"DTYPE": "float16"}, "DTYPE=float16: choose"), ({"PANEL": "webshop/test@v1"}, "PANEL=")):
+    assert run({**env, "CPUINFO": str(avx2_only)}).returncode == 0  # nothing left to run: no refusal
+    for bad, says in (({"DTYPE": "float16"}, "DTYPE=float16: choose"), ({"PANEL": "webshop/test@v1"}, "PANEL="),
+                      ({"CPUINFO": str(avx2_only)}, "DTYPE=bfloat16 on a CPU without AVX512-BF16 or AMX")):
         p = subprocess.run(["bash", str(ROOT / "bench" / "smollm2_headroom.sh"), str(tmp_path / "x")],
                            capture_output=True, text=True, env={**env, **bad}, stdin=subprocess.DEVNULL, timeout=30)
         assert p.returncode == 2 and says in p.stderr
         assert not (tmp_path / "x").exists()
+    assert "DTYPE=float32 runs the recipe here" in p.stderr and len(log.read_text().splitlines()) == 2
+    for i, allowed in enumerate(({"SLOW_BF16": "1"}, {"DTYPE": "float32"})):  # run anyway; float32
+        n = len(log.read_text().splitlines())
+        p = subprocess.run(["bash", str(ROOT / "bench" / "smollm2_headroom.sh"), str(tmp_path / f"y{i}")],
+                           capture_output=True, text=True, env={**env, "CPUINFO": str(avx2_only), **allowed},
+                           stdin=subprocess.DEVNULL, timeout=30)
+        assert p.returncode == 0 and len(log.read_text().splitlines()) == n + 2, (allowed, p.stderr)
 
 
 RECIPE_DRIVERS = {"dagger_base.sh": ["BASE"], "skill_literate_base.sh": [], "sweep_base.sh": ["BASE"],
@@ -207,7 +228,8 @@ def test_skill_literate_drivers_train_and_play_with_the_one_recipe(script, tmp_p
     log, bin_dir = tmp_path / "calls.log", tmp_path / "bin"
     _package_stand_ins(bin_dir, log)
     args = [str(tmp_path / a) for a in RECIPE_DRIVERS[script]] + [str(tmp_path / "out")]
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(bin_dir / "python"), "TASKS": "3", "EPOCHS": "1"}
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(bin_dir / "python"), "TASKS": "3", "EPOCHS": "1",
+           "CPUINFO": str(fake_cpuinfo(tmp_path)[0])}
     p = subprocess.run(["bash", str(ROOT / "bench" / script), *args], capture_output=True, text=True, env=env,
                        stdin=subprocess.DEVNULL, timeout=60, cwd=ROOT)
     assert p.returncode == 0, p.stderr
@@ -231,9 +253,7 @@ def test_the_smollm2_study_trains_grpo_and_t_at_the_headroom_plays_settings(tmp_
     settings must match: answers of 32 tokens, prompts of 2048, bf16), and no run without an RL learning rate."""
     log, bin_dir, sft = tmp_path / "calls.log", tmp_path / "bin", tmp_path / "sft_t120_e1"
     _package_stand_ins(bin_dir, log)
-    with_bf16, avx2_only = tmp_path / "cpuinfo_bf16", tmp_path / "cpuinfo_avx2"  # the same test on every CPU
-    with_bf16.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
-    avx2_only.write_text("processor\t: 0\nflags\t\t: fpu avx avx2 fma\n")
+    with_bf16, avx2_only = fake_cpuinfo(tmp_path)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(bin_dir / "python"), "LR": "1e-5", "SEEDS": "0",
            "CPUINFO": str(with_bf16)}
     run = lambda e: subprocess.run(["bash", str(ROOT / "bench" / "smollm2_study.sh"), str(sft),  # noqa: E731
