@@ -17,7 +17,8 @@ Printed and written to --out: the paper-format table (Pick, Look, Clean, Heat, C
 as mean +- std over seeds, paired OPID-minus-GRPO differences per seed, training success vs iteration,
 the Delta log-prob statistics (does the base react to skills at all, and how big is the teacher term
 next to the outcome advantage), `learning.json` and `learning.png` (curves + unseen bars). Each
-finished run is saved to --out/runs/ first, so an interrupted benchmark resumes where it stopped, and
+finished run is saved to --out/runs/ first, so an interrupted benchmark resumes where it stopped (a training job
+cut short resumes at its next iteration from the checkpoint in its run folder: bench/job_checkpoint.py), and
 `--shard 0/2` + `--shard 1/2` in two processes (1 torch thread each) share the runs, each taking the next one
 the other has not claimed; a last call without --shard then only reads the cache and prints the report.
 """
@@ -196,36 +197,65 @@ def study_config(base: str, spec: str, seed: int, args, run_dir: str):
 
 
 def train_and_eval(base: str, spec: str, seed: int, args) -> dict:
+    """Train variant `spec` from `base` for args.iters iterations and play the panel with its policy. Each
+    iteration is checkpointed (bench/job_checkpoint.py), so a job cut short resumes at its next iteration."""
+    import job_checkpoint
+
     run_dir = run_dir_of(args, spec, seed)
+    policy = os.path.join(run_dir, "policy")
+    progress = job_checkpoint.trained(run_dir)
+    if progress is not None:
+        print(f"  [{spec} s{seed}] trained before: playing its policy", flush=True)
+    else:
+        progress = train_job(base, spec, seed, args, run_dir, policy)
+    t1 = time.time()
+    table = evaluate_policy(policy, seed, args)
+    return {"variant": spec, "seed": seed, "iters": progress["iters"], "train_s": progress["train_s"],
+            "eval_s": time.time() - t1, "table": table}
+
+
+def train_job(base: str, spec: str, seed: int, args, run_dir: str, policy: str) -> dict:
+    """The job's training, from its last checkpoint where it has one; exports the policy to `policy`."""
+    import job_checkpoint
+
     algo = study_config(base, spec, seed, args, run_dir).build_algo()
-    iters = []
-    t0 = time.time()
+    iters, spent = [], 0.0
+    ckpt = job_checkpoint.latest(run_dir)
+    if ckpt is not None:
+        done = job_checkpoint.restore(algo, ckpt)
+        iters, spent = done["iters"], done["train_s"]
+        print(f"  [{spec} s{seed}] resuming after iteration {len(iters)} ({ckpt})", flush=True)
+    t0 = time.time() - spent
     # result.json + TensorBoard events + skill dumps: `opid-report RUN_DIR` and TensorBoard read the run.
     from tensorboardX import SummaryWriter
 
     from opid_rllib.cli.run_log import jsonable_result, write_tensorboard
 
     os.makedirs(run_dir, exist_ok=True)
+    lines = []
+    if iters and os.path.exists(os.path.join(run_dir, "result.json")):  # the checkpointed iterations' lines
+        with open(os.path.join(run_dir, "result.json")) as f:
+            lines = f.readlines()[:len(iters)]
     writer = SummaryWriter(run_dir)
     with open(os.path.join(run_dir, "result.json"), "w") as results:
-        for i in range(args.iters):
+        results.writelines(lines)
+        for i in range(len(iters), args.iters):
             r = algo.train()
             results.write(json.dumps(jsonable_result(r)) + "\n")
+            results.flush()
             write_tensorboard(writer, r, i + 1)
             iters.append(dict(iteration_record(r), seconds=time.time() - t0))
+            job_checkpoint.save(algo, run_dir, {"iters": iters, "train_s": time.time() - t0})
             print(f"  [{spec} s{seed}] iter {i + 1}/{args.iters}: train success {iters[-1]['train_success']:.2f} "
                   f"({iters[-1]['seconds']:.0f}s)", flush=True)
     writer.close()
-    policy = os.path.join(run_dir, "policy")
     module = algo.learner_group._learner.module["default_policy"].unwrapped()
     module.model.save_pretrained(policy)
     module.tokenizer.save_pretrained(policy)
-    train_s = time.time() - t0
+    progress = {"iters": iters, "train_s": time.time() - t0}
     algo.stop()
-    t1 = time.time()
-    table = evaluate_policy(policy, seed, args)
-    return {"variant": spec, "seed": seed, "iters": iters, "train_s": train_s, "eval_s": time.time() - t1,
-            "table": table}
+    job_checkpoint.mark_trained(run_dir, progress)
+    return progress
 
 
 def run_dir_of(args, variant: str, seed: int) -> str:
