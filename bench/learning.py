@@ -18,7 +18,8 @@ as mean +- std over seeds, paired OPID-minus-GRPO differences per seed, training
 the Delta log-prob statistics (does the base react to skills at all, and how big is the teacher term
 next to the outcome advantage), `learning.json` and `learning.png` (curves + unseen bars). Each
 finished run is saved to --out/runs/ first, so an interrupted benchmark resumes where it stopped (a training job
-cut short resumes at its next iteration from the checkpoint in its run folder: bench/job_checkpoint.py), and
+cut short resumes at its next iteration from the checkpoint in its run folder, bench/job_checkpoint.py, and a play
+at its next chunk of games, opid-eval --resume), and
 `--shard 0/2` + `--shard 1/2` in two processes (1 torch thread each) share the runs, each taking the next one
 the other has not claimed; a last call without --shard then only reads the cache and prints the report.
 """
@@ -42,6 +43,8 @@ from opid_rllib.models.fingerprint import weights_fingerprint  # noqa: E402
 
 SHORTHANDS = {"w": ("episode_skill_adv_weight", "step_skill_adv_weight"), "w_ep": ("episode_skill_adv_weight",),
               "w_step": ("step_skill_adv_weight",)}
+# A play's finished chunks of games, in the job's (ignored) run folder: a play cut short goes on from them.
+PLAY_CHUNKS = "play_chunks.jsonl"
 # Per-iteration learner metrics kept for the Delta / advantage-scale analysis (learners/opid/...).
 KEPT = ("delta_ep", "delta_step", "adv", "teacher_samples", "routed_episode_ratio", "routed_step_ratio",
         "analysis_failed_trajectories", "analysis_trajectories")
@@ -132,10 +135,12 @@ def _play_panel(path: str, args, **kw) -> dict:
                     env_kwargs=args.env_config, **kw)
 
 
-def evaluate_policy(path: str, seed: int, args) -> dict:
+def evaluate_policy(path: str, seed: int, args, chunks: str | None = None) -> dict:
     """The panel's table, plus which games were won (task id -> won): two arms that played with the same seed are
-    then compared game by game (learning_report.per_game), not only by their two success rates."""
-    ev = _play_panel(path, args, panel=args.eval_panel, episodes=args.eval_episodes, seed=seed)
+    then compared game by game (learning_report.per_game), not only by their two success rates. chunks: where the
+    play keeps its finished chunks of games, so that a play cut short goes on from there (opid-eval --resume)."""
+    kw = {"chunk_log": chunks, "resume": True} if chunks else {}
+    ev = _play_panel(path, args, panel=args.eval_panel, episodes=args.eval_episodes, seed=seed, **kw)
     return {**ev["table"], "won_by_task": {str(r["task_id"]): bool(r["won"]) for r in ev["episodes"]}}
 
 
@@ -168,7 +173,8 @@ def base_headroom(path: str, args, weights: str | None = None) -> dict:
             raise SystemExit(f"--headroom-results {args.headroom_results}: not the play --headroom-panel would make; "
                              + "; ".join(bad))
     else:
-        ev = _play_panel(path, args, panel=args.headroom_panel, seed=0, skills="oracle")
+        ev = _play_panel(path, args, panel=args.headroom_panel, seed=0, skills="oracle", resume=True,
+                         chunk_log=os.path.join(args.out, "runs", "base-headroom", PLAY_CHUNKS))
     return {k: ev[k] for k in ("table", "teacher_table", "headroom")}
 
 
@@ -209,7 +215,7 @@ def train_and_eval(base: str, spec: str, seed: int, args) -> dict:
     else:
         progress = train_job(base, spec, seed, args, run_dir, policy)
     t1 = time.time()
-    table = evaluate_policy(policy, seed, args)
+    table = evaluate_policy(policy, seed, args, chunks=os.path.join(run_dir, PLAY_CHUNKS))
     return {"variant": spec, "seed": seed, "iters": progress["iters"], "train_s": progress["train_s"],
             "eval_s": time.time() - t1, "table": table}
 
@@ -365,8 +371,10 @@ def main(argv=None) -> int:
         base_weights = weights_fingerprint(base)
         check_settings(args.out, {"base_weights": base_weights})
     seeds = [int(s) for s in args.seeds.split(",")]
-    jobs = [(os.path.join(args.out, "runs", f"base-s{s}.json"), lambda s=s: evaluate_policy(base, s, args))
-            for s in seeds]
+    def base_play(s: int) -> dict:
+        return evaluate_policy(base, s, args, chunks=os.path.join(args.out, "runs", f"base-s{s}", PLAY_CHUNKS))
+
+    jobs = [(os.path.join(args.out, "runs", f"base-s{s}.json"), lambda s=s: base_play(s)) for s in seeds]
     jobs += [(run_dir_of(args, v, seed) + ".json",
               lambda v=v, seed=seed: train_and_eval(base, v, seed, args)) for seed in seeds for v in variants]
     # Training runs first, the base's plays last: a study that a session's end cuts short has finished the runs,

@@ -6,12 +6,12 @@
 # threads: with micro-batches of 4, memory in use peaked at 10.7 GB while GRPO trained and 15.3 GB while T did (sampled
 # every 20 s), so bench/learning.py's two shards would not fit in 24 GB. Each job (the base's play per seed, each
 # arm x seed) is cached under OUT/runs when it ends, and a job's training is checkpointed every iteration in its run
-# folder, so a study cut short resumes at its next job, or at the next iteration of the job it was training
-# (OUT/settings.json refuses a resume with other settings, another LR or other warm-start weights included). The
-# default OUT lies in the repo: commit its runs/*.json as they finish (git ignores the run folders, policy weights and
-# checkpoints among them), and a fresh machine resumes the study from the SFT rebuilt by bench/smollm2_headroom.sh,
-# which goes on only where the rebuilt weights are the recorded ones. docs/STUDIES.md:
-# "SmolLM2-135M with a skill-literate warm start" (its cost on machine D).
+# folder, so a study cut short resumes at its next job, at the next iteration of the job it was training, or at the
+# next chunk of 16 games of the play it was making (OUT/settings.json refuses a resume with other settings, another LR
+# or other warm-start weights included). The default OUT lies in the repo: commit its runs/*.json as they finish (git
+# ignores the run folders, policy weights, checkpoints and played chunks among them), and a fresh machine resumes the
+# study from the SFT rebuilt by bench/smollm2_headroom.sh, which goes on only where the rebuilt weights are the
+# recorded ones. docs/STUDIES.md: "SmolLM2-135M with a skill-literate warm start" (its cost on machine D).
 #
 #   LR=1e-5 bash bench/smollm2_study.sh SFT [OUT_DIR]    # SFT: bench/smollm2_headroom.sh's OUT/sft_tTASKS_eEPOCHS
 #                              # OUT_DIR: default bench/results/smollm2_study

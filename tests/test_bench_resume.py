@@ -31,7 +31,11 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
     from opid_rllib.algorithm import OPID
 
     plays = []
-    monkeypatch.setattr(learning, "evaluate_policy", lambda policy, seed, args: plays.append(policy) or {"x": 1})
+    def play(policy, seed, args, chunks):
+        plays.append((policy, chunks))
+        return {"x": 1}
+
+    monkeypatch.setattr(learning, "evaluate_policy", play)
     variant = "opid:w_step=0.3+teacher_sample_adv_weight=1"
     whole = learning.train_and_eval("tiny", variant, 0, _args(tmp_path / "whole"))
 
@@ -68,5 +72,6 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
     calls.clear()
     plays.clear()
     again = learning.train_and_eval("tiny", variant, 0, args)
-    assert not calls and plays == [str(run_dir / "policy")]
+    # ... and keeps its finished chunks of games in the run folder, where a play cut short goes on from them
+    assert not calls and plays == [(str(run_dir / "policy"), str(run_dir / "play_chunks.jsonl"))]
     assert again["iters"] == resumed["iters"] and again["train_s"] == resumed["train_s"]

@@ -359,8 +359,9 @@ def test_learning_trains_the_runs_before_the_base_plays(tmp_path, bench_module, 
         return {"variant": spec, "seed": seed, "iters": [{"train_success": 0.5, "seconds": 1.0}], "train_s": 1.0,
                 "eval_s": 1.0, "table": table(10.0 * (seed + 1) + (5 if spec == "opid" else 0))}
 
-    def play(base, seed, args):
+    def play(base, seed, args, chunks=None):
         done.append(f"base-s{seed}")
+        assert chunks == str(out / "runs" / f"base-s{seed}" / "play_chunks.jsonl")  # a folder: git ignores it
         return table(float(seed))
 
     monkeypatch.setattr(learning, "train_and_eval", train)

@@ -11,6 +11,7 @@ writes DIR/results.json and DIR/episodes.jsonl. See opid_rllib/eval/.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
@@ -21,6 +22,7 @@ from opid_rllib.presets import model_default
 from opid_rllib.settings import DTYPE_NAMES
 
 DEFAULT_MAX_NEW_TOKENS = 256
+CHUNKS = "chunks.jsonl"  # a running play's finished chunks in --output (--resume reads them)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="JSON dict added to the panel's env settings, e.g. '{\"expert\": \"sweep\"}' (ALFWorld: "
                          "the oracle names the sweep demonstrator's next command instead of the hand-coded expert's)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--resume", action="store_true",
+                    help="go on with a play cut short in --output: the chunks of games it finished "
+                         "(OUTPUT/chunks.jsonl, kept while a play runs) with the same weights, panel, settings and "
+                         "seed are read back instead of played")
     return ap
 
 
@@ -101,16 +107,27 @@ def _run(args) -> int:
     except ValueError as e:
         print(f"opid-eval: error: {e}", file=sys.stderr)
         return 2
+    if args.resume and not args.output:
+        print("opid-eval: error: --resume goes on with the play in --output DIR: give the --output of the play "
+              "that was cut short", file=sys.stderr)
+        return 2
+    chunk_log = os.path.join(args.output, CHUNKS) if args.output else None
     try:
         res = evaluate(panel=panel, env=args.env, episodes=args.episodes, seed=args.seed,
                        batch_envs=args.batch_envs, progress=not args.no_progress, temperature=args.temperature,
                        llm_model=args.model, max_new_tokens=max_new_tokens, max_steps=args.max_steps,
                        history_length=args.history_length, max_prompt_len=args.max_prompt_len, dtype=args.dtype,
-                       generation_backend=args.backend, skills=args.skills, env_kwargs=env_kwargs)
+                       generation_backend=args.backend, skills=args.skills, env_kwargs=env_kwargs,
+                       chunk_log=chunk_log, resume=args.resume)
     except EvalError as e:
         print(f"opid-eval: error: {e}", file=sys.stderr)
         return 2
     out = write_results(res, args.output or default_output_dir(res["config"]["panel"]))
+    if chunk_log is not None and os.path.exists(chunk_log):  # the play ended: episodes.jsonl holds its games
+        os.remove(chunk_log)
+    resumed = sum(res["timing"].get("resumed_episodes", {}).values())
+    if resumed:
+        print(f"resumed: {resumed} games read back from {chunk_log}, not played again")
     print(format_table(res))
     if "teacher_table" in res:
         from opid_rllib.eval.headroom import format_headroom

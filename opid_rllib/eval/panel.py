@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from opid_rllib.eval.chunk_log import ChunkLog
 from opid_rllib.eval.play import play_tasks
 from opid_rllib.eval.table import summarize
 from opid_rllib.models.fingerprint import weights_fingerprint
@@ -165,7 +166,8 @@ def build_eval_config(config=None, *, panel, env_kwargs: Mapping[str, Any] | Non
 # ---- the entry point --------------------------------------------------------------------------
 def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, batch_envs: int = 16,
              progress: bool = True, temperature: float | None = None, env: str | None = None,
-             skills: str = "none", env_kwargs: Mapping[str, Any] | None = None, **llm_kwargs) -> dict[str, Any]:
+             skills: str = "none", env_kwargs: Mapping[str, Any] | None = None,
+             chunk_log: str | os.PathLike | None = None, resume: bool = False, **llm_kwargs) -> dict[str, Any]:
     """Play the panel's task ids (the first `episodes` if given) once each; return the results dict.
 
     config: an OPIDConfig, a dict of llm settings, or None; llm_kwargs (llm_model/model, max_new_tokens,
@@ -176,6 +178,9 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
     skills="oracle" also plays the panel as the skill teacher (same seed; the step skill naming the
     env's expert next action at every step) and adds "teacher_table", "headroom" (teacher - student,
     points per column) and "teacher_episodes".
+    chunk_log: a JSONL file that keeps each finished chunk of games (chunk_log.py); with resume=True the chunks
+    it holds from this same play (same weights, panel, settings and seed) are read back instead of played, so a
+    play cut short goes on from its next chunk with the records it would have had. Without resume it starts empty.
     """
     t_start = time.perf_counter()
     started = _dt.datetime.now(_dt.timezone.utc)
@@ -215,11 +220,20 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
 
     from opid_rllib.env_runner import GroupedTextEnvRunner
 
+    fingerprint = weights_fingerprint(str(model_path))  # which weights played, wherever they lay
+    play = {"weights": fingerprint, "panel_sha256": panel.sha256, "task_ids": task_ids, "seed": int(seed),
+            "temperature": temp, "batch_envs": int(batch_envs), "env_config": dict(cfg.env_config),
+            "llm": {k: getattr(cfg, k) for k in ("max_new_tokens", "max_prompt_len", "max_steps", "history_length",
+                                                 "top_p", "dtype", "generation_backend", "enable_thinking")}}
+    if chunk_log is not None and not resume and os.path.exists(chunk_log):
+        os.remove(chunk_log)
+    logs = {role: None if chunk_log is None else ChunkLog(chunk_log, dict(play, role=role))
+            for role in ("student", "teacher")}
     runner = GroupedTextEnvRunner(config=cfg)
     t_loaded = time.perf_counter()
     try:
         records = play_tasks(runner, task_ids, temperature=temp, seed=seed, batch_envs=int(batch_envs),
-                             progress=progress, desc=panel.name)
+                             progress=progress, desc=panel.name, chunk_log=logs["student"])
         t_done = time.perf_counter()
         teacher = None
         if skills == "oracle":
@@ -227,7 +241,8 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
                 raise EvalError(f"--skills oracle: env {panel.env!r} gives no expert plan "
                                 "(info['expert_actions']) on this panel; the oracle evaluation needs one")
             teacher = play_tasks(runner, task_ids, temperature=temp, seed=seed, batch_envs=int(batch_envs),
-                                 progress=progress, desc=f"{panel.name} (teacher)", skills="oracle")
+                                 progress=progress, desc=f"{panel.name} (teacher)", skills="oracle",
+                                 chunk_log=logs["teacher"])
     finally:
         runner.stop()
     t_teacher = time.perf_counter()
@@ -238,11 +253,12 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
 
     steps = sum(r["length"] for r in records)
     rollout_s = t_done - t_loaded
+    played = steps - (logs["student"].resumed_steps if chunk_log is not None else 0)  # steps this call played
     results = {
         "config": {
             "model": model_spec,
             "model_path": str(model_path),
-            "model_weights": weights_fingerprint(str(model_path)),  # which weights played, wherever they lay
+            "model_weights": fingerprint,
             "panel": panel.name,
             "panel_sha256": panel.sha256,
             "panel_size": len(panel.task_ids),
@@ -280,7 +296,7 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
             "wall_s": round(time.perf_counter() - t_start, 3),
             "load_s": round(t_loaded - t_start, 3),
             "rollout_s": round(rollout_s, 3),
-            "steps_per_s": round(steps / rollout_s, 3) if rollout_s > 0 else None,
+            "steps_per_s": round(played / rollout_s, 3) if rollout_s > 0 and played > 0 else None,
         },
         "versions": _versions(),
         "episodes": records,
@@ -292,6 +308,9 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
         results["headroom"] = headroom(results["table"], results["teacher_table"])
         results["timing"]["teacher_rollout_s"] = round(t_teacher - t_done, 3)
         results["teacher_episodes"] = teacher
+    if chunk_log is not None:  # what a resumed play read back instead of playing (its timing covers the rest)
+        results["timing"]["resumed_episodes"] = {role: log.resumed_episodes for role, log in logs.items()
+                                                 if role == "student" or teacher is not None}
     return results
 
 

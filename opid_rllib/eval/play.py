@@ -51,19 +51,23 @@ def _reset_failed_record(task_id: str) -> dict[str, Any]:
 
 def play_tasks(runner, task_ids: Sequence[str], *, temperature: float, seed: int = 0, batch_envs: int = 16,
                progress: bool = True, desc: str = "eval", skills: str = "none",
-               on_chunk: Callable[[list, list], None] | None = None) -> list[dict[str, Any]]:
+               on_chunk: Callable[[list, list], None] | None = None, chunk_log=None) -> list[dict[str, Any]]:
     """Play every task id once (greedy if temperature <= 0) with a built runner; records in task order.
 
     skills="oracle": the skill teacher plays (the expert's next action as a step skill at every step,
     GroupedTextEnvRunner.sample_groups); "none": the plain policy, as deployed. on_chunk, if given, is called
     as on_chunk(chunk task ids, the runner's finished SingleAgentEpisodes of it), e.g. to keep their prompts
-    and infos.
+    and infos. chunk_log (a `ChunkLog`, chunk_log.py): chunks it holds are read back instead of played, and each
+    chunk played is added to it, so a play cut short goes on from its next chunk (not with on_chunk, which needs the
+    episodes themselves).
 
     Works with any GroupedTextEnvRunner, e.g. an algorithm's local env runner for in-training eval.
     The bar advances per finished chunk; its postfix shows the current step (a chunk can take minutes).
     """
     from tqdm.auto import tqdm
 
+    if chunk_log is not None and on_chunk is not None:
+        raise ValueError("play_tasks: chunk_log reads chunks back as records, on_chunk needs their episodes")
     records: list[dict[str, Any]] = []
     n_chunks = max(1, math.ceil(len(task_ids) / batch_envs))
     bar = tqdm(total=len(task_ids), desc=desc, unit="ep", disable=not progress, file=sys.stderr, dynamic_ncols=True)
@@ -89,6 +93,12 @@ def play_tasks(runner, task_ids: Sequence[str], *, temperature: float, seed: int
         for k, start in enumerate(range(0, len(task_ids), batch_envs)):
             state.update(chunk=k, step=0)
             chunk = [str(t) for t in task_ids[start:start + batch_envs]]
+            kept = None if chunk_log is None else chunk_log.get(k, chunk)
+            if kept is not None:
+                records.extend(kept)
+                bar.update(len(chunk))
+                continue
+            n_before = len(records)
             eps = runner.sample_groups(chunk, explore=False, analyze=False, group_size=1,
                                        temperature=float(temperature), seed=int(seed) + k, skills=skills)
             if on_chunk is not None:
@@ -101,6 +111,8 @@ def play_tasks(runner, task_ids: Sequence[str], *, temperature: float, seed: int
                     nxt = next(got, None)
                 else:
                     records.append(_reset_failed_record(tid))
+            if chunk_log is not None:
+                records[n_before:] = chunk_log.add(k, chunk, records[n_before:])
             bar.update(len(chunk))
             bar.set_postfix_str(status())
     finally:

@@ -1,0 +1,55 @@
+"""A play's finished chunks, kept on disk as they end, so that a play cut short goes on from its next chunk.
+
+Why it is exact: `play_tasks` plays chunk k with generation seed `seed + k` and fresh env resets, so a chunk's
+games depend only on the weights, the settings and the chunk itself. A chunk read back is the chunk the play
+would have played, and a resumed play returns the records an uninterrupted one would (only its timing differs).
+On SmolLM2 a 126-game play took 39-45 min on machine D, a long stretch to lose to a session's end.
+
+One JSON line per chunk: {"key", "chunk", "task_ids", "records"}. `key` is a digest of what the records depend
+on (weights, panel, settings, seed, student or teacher role), so lines of another play in the same file are never
+read as this one's; a line cut by a kill is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Mapping, Sequence
+
+
+class ChunkLog:
+    def __init__(self, path: str | os.PathLike, key: Mapping[str, Any]):
+        self.path = os.fspath(path)
+        self.key = hashlib.sha256(json.dumps(dict(key), sort_keys=True, default=str).encode()).hexdigest()
+        self.resumed_episodes = self.resumed_steps = 0
+        self._done: dict[int, dict] = {}
+        if os.path.exists(self.path):
+            with open(self.path) as f:
+                for line in f:
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError:  # the last line of a play killed while writing it
+                        continue
+                    if isinstance(rec, dict) and rec.get("key") == self.key:
+                        self._done[int(rec["chunk"])] = rec
+
+    def get(self, k: int, task_ids: Sequence[str]) -> list[dict] | None:
+        """Chunk k's records if this play finished it before (same task ids), else None."""
+        rec = self._done.get(k)
+        if rec is None or rec["task_ids"] != [str(t) for t in task_ids]:
+            return None
+        self.resumed_episodes += len(rec["records"])
+        self.resumed_steps += sum(int(r["length"]) for r in rec["records"])
+        return rec["records"]
+
+    def add(self, k: int, task_ids: Sequence[str], records: list[dict]) -> list[dict]:
+        """Keep chunk k; returns its records as they read back, so a played chunk and a resumed one are alike."""
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        line = json.dumps({"key": self.key, "chunk": int(k), "task_ids": [str(t) for t in task_ids],
+                           "records": records}, default=float)
+        with open(self.path, "a") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        return json.loads(line)["records"]
