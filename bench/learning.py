@@ -371,6 +371,7 @@ def main(argv=None) -> int:
         base_weights = weights_fingerprint(base)
         check_settings(args.out, {"base_weights": base_weights})
     seeds = [int(s) for s in args.seeds.split(",")]
+
     def base_play(s: int) -> dict:
         return evaluate_policy(base, s, args, chunks=os.path.join(args.out, "runs", f"base-s{s}", PLAY_CHUNKS))
 

@@ -17,7 +17,7 @@ class Cut(Exception):
 def _args(out):
     return argparse.Namespace(max_steps=2, history_length=2, tasks_per_iter=1, group_size=2, max_prompt_len=1024,
                               max_new_tokens=8, lr=1e-4, minibatch_size=None, dtype="float32",
-                              micro_batch_size=None, env_config={"expert": "sweep"}, iters=3, out=str(out))
+                              micro_batch_size=None, env_config={"expert": "sweep"}, iters=2, out=str(out))
 
 
 def _weights(policy):
@@ -41,34 +41,34 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
 
     real_train, calls = OPID.train, []
 
-    def cut_in_the_third(self):
+    def cut_in_the_second(self):
         calls.append(1)
-        if len(calls) == 3:
+        if len(calls) == 2:
             raise Cut()
         return real_train(self)
 
-    monkeypatch.setattr(OPID, "train", cut_in_the_third)
+    monkeypatch.setattr(OPID, "train", cut_in_the_second)
     args = _args(tmp_path / "cut")
     run_dir = tmp_path / "cut" / "runs" / learning.run_dir_of(args, variant, 0).rsplit("/", 1)[1]
     with pytest.raises(Cut):
         learning.train_and_eval("tiny", variant, 0, args)
     ckpt = run_dir / "checkpoint"
-    assert len(json.loads((ckpt / "progress.json").read_text())["iters"]) == 2 and not (run_dir / "policy").exists()
-    assert len((run_dir / "result.json").read_text().splitlines()) == 2
+    assert len(json.loads((ckpt / "progress.json").read_text())["iters"]) == 1 and not (run_dir / "policy").exists()
+    assert len((run_dir / "result.json").read_text().splitlines()) == 1
 
     monkeypatch.setattr(OPID, "train", real_train)
     resumed = learning.train_and_eval("tiny", variant, 0, args)
-    assert "resuming after iteration 2" in capsys.readouterr().out
-    assert len(resumed["iters"]) == 3 and len((run_dir / "result.json").read_text().splitlines()) == 3
+    assert "resuming after iteration 1" in capsys.readouterr().out
+    assert len(resumed["iters"]) == 2 and len((run_dir / "result.json").read_text().splitlines()) == 2
     strip = [{k: v for k, v in it.items() if k != "seconds"} for it in whole["iters"]]
     assert [{k: v for k, v in it.items() if k != "seconds"} for it in resumed["iters"]] == strip
-    # the third iteration drew what the uninterrupted job drew (random generators restored), so the weights agree
+    # the second iteration drew what the uninterrupted job drew (random generators restored), so the weights agree
     a, b = _weights(tmp_path / "whole" / "runs" / run_dir.name / "policy"), _weights(run_dir / "policy")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert not ckpt.exists() and (run_dir / "trained.json").exists()  # the checkpoints go once the policy is out
 
     # a play cut short does not train again: the job plays the policy it exported
-    monkeypatch.setattr(OPID, "train", cut_in_the_third)
+    monkeypatch.setattr(OPID, "train", cut_in_the_second)
     calls.clear()
     plays.clear()
     again = learning.train_and_eval("tiny", variant, 0, args)
