@@ -26,7 +26,7 @@ CKPT, RECORD, RNG, TRAINED = "checkpoint", "progress.json", "rng.pt", "trained.j
 
 def save(algo, run_dir: str, progress: dict) -> None:
     """Checkpoint `algo` after an iteration, with `progress` (the job's iteration records and seconds so far)."""
-    final = os.path.join(run_dir, CKPT)
+    final = os.path.abspath(os.path.join(run_dir, CKPT))  # RLlib reads a relative path as a URI and fails
     tmp, old = final + ".tmp", final + ".old"
     shutil.rmtree(tmp, ignore_errors=True)
     algo.save_to_path(tmp)
@@ -52,7 +52,7 @@ def latest(run_dir: str) -> str | None:
 
 def restore(algo, path: str) -> dict:
     """Load checkpoint `path` into a freshly built `algo` and the process's generators; its progress record."""
-    algo.restore_from_path(path)
+    algo.restore_from_path(os.path.abspath(path))
     rng = torch.load(os.path.join(path, RNG), weights_only=False)
     torch.set_rng_state(rng["torch"])
     np.random.set_state(rng["numpy"])

@@ -4,6 +4,7 @@ the panel play is stood in (it is what the job does after training, and is teste
 
 import argparse
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -37,7 +38,8 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
 
     monkeypatch.setattr(learning, "evaluate_policy", play)
     variant = "opid:w_step=0.3+teacher_sample_adv_weight=1"
-    whole = learning.train_and_eval("tiny", variant, 0, _args(tmp_path / "whole"))
+    monkeypatch.chdir(tmp_path)  # --out relative to the working directory, as the study scripts give it
+    whole = learning.train_and_eval("tiny", variant, 0, _args("whole"))
 
     real_train, calls = OPID.train, []
 
@@ -48,8 +50,8 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
         return real_train(self)
 
     monkeypatch.setattr(OPID, "train", cut_in_the_second)
-    args = _args(tmp_path / "cut")
-    run_dir = tmp_path / "cut" / "runs" / learning.run_dir_of(args, variant, 0).rsplit("/", 1)[1]
+    args = _args("cut")
+    run_dir = Path(learning.run_dir_of(args, variant, 0))
     with pytest.raises(Cut):
         learning.train_and_eval("tiny", variant, 0, args)
     ckpt = run_dir / "checkpoint"
@@ -63,7 +65,7 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
     strip = [{k: v for k, v in it.items() if k != "seconds"} for it in whole["iters"]]
     assert [{k: v for k, v in it.items() if k != "seconds"} for it in resumed["iters"]] == strip
     # the second iteration drew what the uninterrupted job drew (random generators restored), so the weights agree
-    a, b = _weights(tmp_path / "whole" / "runs" / run_dir.name / "policy"), _weights(run_dir / "policy")
+    a, b = _weights(Path("whole", "runs", run_dir.name, "policy")), _weights(run_dir / "policy")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert not ckpt.exists() and (run_dir / "trained.json").exists()  # the checkpoints go once the policy is out
 
