@@ -32,6 +32,7 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
     from opid_rllib.algorithm import OPID
 
     plays = []
+
     def play(policy, seed, args, chunks):
         plays.append((policy, chunks))
         return {"x": 1}
