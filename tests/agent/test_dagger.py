@@ -75,12 +75,9 @@ def test_hint_samples_at_policy_states_target_the_command_their_skill_names():
 
 
 @pytest.mark.skipif(not _alfworld_ready(), reason="alfworld env lists no tasks")
-def test_policy_plays_through_the_runner_and_the_expert_labels_its_states():
+def test_policy_plays_through_the_runner_and_the_expert_labels_its_states(one_thread):
     """The tiny model plays two real ALFWorld games through GroupedTextEnvRunner; every sample's prompt is the
     one the policy saw and its target the expert's plan at that state, checked by replaying the games."""
-    import torch
-
-    torch.set_num_threads(1)
     ids = envs.make("alfworld", split="train").task_ids()[:2]
     eps = play_policy("tiny", "alfworld", ids, split="train", history_length=2, max_steps=4, max_new_tokens=8,
                       temperature=1.0, seed=0)
