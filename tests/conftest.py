@@ -11,7 +11,7 @@ os.environ.setdefault("OPID_CACHE_DIR", str(Path(__file__).resolve().parents[1] 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # One torch thread per process (set before torch is imported; subprocesses inherit it, as Ray's workers already
-# do): the suite's models are tiny and gain nothing from a second thread, and on 2 cores shared with Ray actors or
+# do): the suite's models are small and gain little from a second thread, and on 2 cores shared with Ray actors or
 # another job a second thread makes them several times slower (a tiny OPID iteration: 2.6 s with one, 14.9 s with
 # two beside a 2-thread job).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
