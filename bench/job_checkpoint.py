@@ -3,12 +3,11 @@ finished iteration instead of from scratch. On SmolLM2 one iteration took 7-21 m
 49-85 min (one float32 iteration on a CPU without bf16 ran over 29 min), so a job that starts over loses up to a
 sitting's work; run_cache.py keeps only finished jobs.
 
-After every iteration the job saves the algorithm (policy weights, AdamW state, the task stream: RLlib's
-`save_to_path`) with its records so far and the process's random generators (the local env runner samples with
-torch's global generator), so that the resumed job draws what the uninterrupted one would have drawn. The new
-checkpoint is written beside the last and then swapped in, so a kill during a save leaves the previous one whole.
-A trained job keeps `trained.json` and its exported policy until its panel play ends, so a play cut short does not
-train again. State outside the algorithm's is not saved: the Skill-GRPO preset's per-task skill cache starts empty.
+After every iteration the job saves the algorithm (policy weights, AdamW state, the task stream, and the random
+generators of its processes and the runners' skill caches: RLlib's `save_to_path` with OPID's resume state) with its
+records so far, so that the resumed job draws what the uninterrupted one would have drawn. The new checkpoint is
+written beside the last and then swapped in, so a kill during a save leaves the previous one whole. A trained job
+keeps `trained.json` and its exported policy until its panel play ends, so a play cut short does not train again.
 """
 
 from __future__ import annotations
@@ -30,8 +29,6 @@ def save(algo, run_dir: str, progress: dict) -> None:
     tmp, old = final + ".tmp", final + ".old"
     shutil.rmtree(tmp, ignore_errors=True)
     algo.save_to_path(tmp)
-    torch.save({"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
-               os.path.join(tmp, RNG))
     with open(os.path.join(tmp, RECORD), "w") as f:
         json.dump(progress, f, default=float)
     shutil.rmtree(old, ignore_errors=True)
@@ -51,12 +48,14 @@ def latest(run_dir: str) -> str | None:
 
 
 def restore(algo, path: str) -> dict:
-    """Load checkpoint `path` into a freshly built `algo` and the process's generators; its progress record."""
+    """Load checkpoint `path` into a freshly built `algo` (generators included); its progress record."""
     algo.restore_from_path(os.path.abspath(path))
-    rng = torch.load(os.path.join(path, RNG), weights_only=False)
-    torch.set_rng_state(rng["torch"])
-    np.random.set_state(rng["numpy"])
-    random.setstate(rng["python"])
+    legacy = os.path.join(path, RNG)  # checkpoints from before the algorithm carried the generators kept them here
+    if os.path.exists(legacy):
+        rng = torch.load(legacy, weights_only=False)
+        torch.set_rng_state(rng["torch"])
+        np.random.set_state(rng["numpy"])
+        random.setstate(rng["python"])
     with open(os.path.join(path, RECORD)) as f:
         return json.load(f)
 

@@ -30,6 +30,7 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
+from opid_rllib import process_rng
 from opid_rllib.advantages import OUTCOME_MODES
 from opid_rllib.analyzer.base import ANALYZER_CHOICES
 from opid_rllib.connectors.teacher_samples import TEACHER_SAMPLE_ROWS
@@ -39,6 +40,9 @@ from opid_rllib.groups import (INVALID_ACTION_SOURCES, attach_outcome_advantages
 from opid_rllib.routing import ROUTING_MODES
 from opid_rllib.settings import ANALYZERS, OPID_DEFAULTS, RLLIB_TRAINING_KEYS
 
+# The algorithm state's entry for what RLlib's checkpoint leaves out: every process's random generators and the
+# env runners' skill caches (OPID._resume_state).
+RESUME_STATE = "opid_resume"
 
 class OPIDConfig(AlgorithmConfig):
     def __init__(self, algo_class=None):
@@ -335,16 +339,51 @@ class OPID(Algorithm):
                 out[f"{group}/{k}"] = float(v)
         return out
 
-    # ---- checkpoint: the task RNG too, so resume samples the same task stream -----------
-    def get_state(self, *args, **kwargs):
-        state = super().get_state(*args, **kwargs)
+    # ---- checkpoint: the task stream and every process's generators, so a resume goes on where it stopped ----
+    def get_state(self, components=None, *, not_components=None, **kwargs):
+        state = super().get_state(components, not_components=not_components, **kwargs)
         state["opid_task_rng"] = self._task_rng.bit_generator.state
+        if self._check_component(RESUME_STATE, components, not_components):
+            state[RESUME_STATE] = self._resume_state()
         return state
 
     def set_state(self, state) -> None:
         super().set_state(state)
         if "opid_task_rng" in state:
             self._task_rng.bit_generator.state = state["opid_task_rng"]
+        if RESUME_STATE in state:  # absent from checkpoints of older versions: their processes keep their seeds
+            self._set_resume_state(state[RESUME_STATE])
+
+    def _resume_state(self) -> dict:
+        """This process's generators (the local env runner and a local learner draw from them), each env runner's
+        (`GroupedTextEnvRunner.resume_state`, keyed by worker index) and each remote learner's (keyed by rank).
+        String keys: msgpack checkpoints refuse others."""
+        out = {"driver": process_rng.capture(), "env_runners": {}, "learners": {}}
+        group = self.env_runner_group
+        if group is not None:
+            for idx, runner_state in group.foreach_env_runner(lambda r: (r.worker_index, r.resume_state())):
+                out["env_runners"][str(idx)] = runner_state
+        if self.learner_group.is_remote:
+            for res in self.learner_group.foreach_learner(lambda _: (_learner_rank(), process_rng.capture())):
+                rank, rng = res.get()
+                out["learners"][str(rank)] = rng
+        return out
+
+    def _set_resume_state(self, saved: dict) -> None:
+        """A process whose key is missing (a checkpoint from a run with fewer runners or learners) keeps its seed."""
+        process_rng.restore(saved.get("driver"))
+        runners, learners = saved.get("env_runners", {}), saved.get("learners", {})
+        if self.env_runner_group is not None:
+            self.env_runner_group.foreach_env_runner(lambda r: r.set_resume_state(runners.get(str(r.worker_index))))
+        if self.learner_group.is_remote:
+            self.learner_group.foreach_learner(lambda _: process_rng.restore(learners.get(str(_learner_rank()))))
+
+
+def _learner_rank() -> int:
+    """This learner's rank in its torch.distributed group (0 for a single learner, which has none)."""
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
 def _register_with_tune() -> None:

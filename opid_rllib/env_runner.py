@@ -32,6 +32,7 @@ from ray.rllib.utils.metrics import (
 
 import envs as envs_pkg
 from envs.base import text_space
+from opid_rllib import process_rng
 from opid_rllib.advantages import discounted_returns
 from opid_rllib.prompts import build_prompt, insert_skills, project_action
 
@@ -86,6 +87,17 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
             rng = np.random.default_rng(self._seed)
             task_ids = [ids[int(i)] for i in rng.integers(len(ids), size=self.settings["tasks_per_iter"])]
         return self.sample_groups(task_ids, explore=explore)
+
+    def resume_state(self) -> dict:
+        """What a checkpoint must carry of this runner beyond RLlib's own runner state, which RLlib saves from one
+        runner only and restores by broadcasting to all: this process's random generators and the Skill-GRPO
+        preset's per-task skills. OPID.get_state collects it from every runner, keyed by worker index."""
+        return {"rng": process_rng.capture(), "skill_cache": dict(self._skill_cache)}
+
+    def set_resume_state(self, state: dict | None) -> None:
+        if state:
+            process_rng.restore(state.get("rng"))
+            self._skill_cache = dict(state.get("skill_cache") or {})
 
     def stop(self):
         if self._analyzer_pool is not None:

@@ -78,3 +78,27 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
     # ... and keeps its finished chunks of games in the run folder, where a play cut short goes on from them
     assert not calls and plays == [(str(run_dir / "policy"), str(run_dir / "play_chunks.jsonl"))]
     assert again["iters"] == resumed["iters"] and again["train_s"] == resumed["train_s"]
+
+
+def test_a_checkpoint_from_before_the_algorithm_carried_the_generators_still_restores_them(tmp_path, bench_module):
+    """Study jobs checkpointed by older versions keep the process's generators in rng.pt beside the algorithm."""
+    import random
+
+    import numpy as np
+
+    job_checkpoint = bench_module("job_checkpoint")
+    torch.manual_seed(5)
+    np.random.seed(5)
+    random.seed(5)
+    torch.save({"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+               tmp_path / job_checkpoint.RNG)
+    (tmp_path / job_checkpoint.RECORD).write_text('{"iters": [1]}')
+    expected = (torch.rand(3).tolist(), np.random.rand(3).tolist(), random.random())
+
+    class Restored:  # stands in for the algorithm's own restore, which the Ray test above runs for real
+        def restore_from_path(self, path):
+            self.path = path
+
+    algo = Restored()
+    assert job_checkpoint.restore(algo, str(tmp_path)) == {"iters": [1]} and algo.path == str(tmp_path)
+    assert (torch.rand(3).tolist(), np.random.rand(3).tolist(), random.random()) == expected

@@ -10,6 +10,7 @@ import pytest
 import ray
 import torch
 
+from opid_rllib.algorithm import RESUME_STATE, _learner_rank
 from tests.algo.helpers import tiny_config
 
 pytestmark = pytest.mark.ray
@@ -112,7 +113,64 @@ def test_two_learners_keep_groups_whole(ray_local):
         w = [r.get() for r in algo.learner_group.foreach_learner(lambda l: float(
             sum(p.detach().double().sum() for p in l.module["default_policy"].unwrapped().parameters())))]
         assert len(w) == 2 and w[0] == pytest.approx(w[1], rel=0, abs=1e-6)
+        # Each learner's generators are saved under its rank and set back from there (teacher samples draw there).
+        # The ranks start from one seed; one extra draw on rank 1 parts their streams, so a rank mix-up shows.
+        algo.learner_group.foreach_learner(lambda _: torch.rand(1 + _learner_rank()))
+        saved = algo.get_state(components=[RESUME_STATE])[RESUME_STATE]
+        assert set(saved["learners"]) == {"0", "1"} and "1" in saved["env_runners"]
+
+        def draw():
+            return [r.get() for r in algo.learner_group.foreach_learner(lambda _: torch.rand(3).tolist())]
+
+        drawn = draw()
+        assert drawn[0] != drawn[1]
+        algo.set_state({RESUME_STATE: saved})
+        assert draw() == drawn
         algo.train()  # a second iteration after weight sync to the remote runner
+    finally:
+        algo.stop()
+
+
+def _train_recording(algo) -> list:
+    """One iteration; the task, prompts and responses of every episode it sampled, in the order it got them."""
+    seen, sample = [], algo._sample
+
+    def recording(tasks):
+        eps, metrics = sample(tasks)
+        seen.extend((e.custom_data["opid"]["task_id"], [str(x) for x in e.get_extra_model_outputs("prompt")],
+                     [str(x) for x in e.get_extra_model_outputs("response_text")]) for e in eps)
+        return eps, metrics
+
+    algo._sample = recording
+    try:
+        algo.train()
+    finally:
+        del algo._sample
+    return seen
+
+
+def test_a_resumed_remote_runner_goes_on_with_its_random_stream_and_skill_cache(ray_local, tmp_path):
+    """RLlib saves one env runner's state and broadcasts it on restore, and Ray seeds a new runner from
+    config.seed: without OPID's resume state a resumed remote runner draws from wherever its generator stands and
+    keeps whatever skills it holds, so its next iteration differs from the one the checkpoint was taken before.
+    (Restored into the same algorithm, to save a second build; the local runner's test below builds anew.)"""
+    cfg = tiny_config(max_steps=2, max_new_tokens=8, skills_in_rollout_prompt=True)
+    cfg.env_runners(num_env_runners=1)
+    algo = cfg.build_algo()
+
+    def skill_caches():
+        return algo.env_runner_group.foreach_env_runner(lambda r: dict(r._skill_cache), local_env_runner=False)
+
+    try:
+        first = _train_recording(algo)
+        path = algo.save_to_path(str(tmp_path / "ckpt"))
+        saved_caches = skill_caches()
+        second = _train_recording(algo)
+        assert [r for _, _, r in first] != [r for _, _, r in second]  # a replay of iteration 1 would be seen
+        assert saved_caches[0] and skill_caches() != saved_caches  # the second iteration wrote skills
+        algo.restore_from_path(path)
+        assert skill_caches() == saved_caches
+        assert _train_recording(algo) == second
     finally:
         algo.stop()
 
@@ -123,7 +181,10 @@ def test_checkpoint_resume_restores_weights_optimizer_and_task_stream(tmp_path):
     a.train()
     path = a.save_to_path(str(tmp_path / "ckpt"))
     state_a = a.learner_group.get_state()
+    task_rng = a._task_rng.bit_generator.state
     next_tasks_a = a._task_rng.integers(1000, size=5).tolist()
+    a._task_rng.bit_generator.state = task_rng  # undo the peek
+    second_a = _train_recording(a)
     a.stop()
     b = cfg.build_algo()
     b.restore_from_path(path)
@@ -135,8 +196,12 @@ def test_checkpoint_resume_restores_weights_optimizer_and_task_stream(tmp_path):
     opt_a = state_a["learner"]["optimizer"]
     opt_b = state_b["learner"]["optimizer"]
     assert str(opt_a.keys()) == str(opt_b.keys())
+    task_rng = b._task_rng.bit_generator.state
     assert b._task_rng.integers(1000, size=5).tolist() == next_tasks_a
-    b.train()
+    b._task_rng.bit_generator.state = task_rng
+    # The local runner samples with this process's torch generator, which the checkpoint carries too: the resumed
+    # second iteration draws what the uninterrupted one drew.
+    assert _train_recording(b) == second_a
     assert b.iteration == 2
     # The env runner got the restored weights too.
     runner_w = b.env_runner.module.get_state()
