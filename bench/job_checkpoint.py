@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 CKPT, RECORD, RNG, TRAINED = "checkpoint", "progress.json", "rng.pt", "trained.json"
+RESULTS = "result.json"  # the job's per-iteration RLlib results, one JSON line each (bench/learning.py)
 
 
 def save(algo, run_dir: str, progress: dict) -> None:
@@ -29,6 +30,8 @@ def save(algo, run_dir: str, progress: dict) -> None:
     tmp, old = final + ".tmp", final + ".old"
     shutil.rmtree(tmp, ignore_errors=True)
     algo.save_to_path(tmp)
+    if os.path.exists(os.path.join(run_dir, RESULTS)):  # its lines so far, kept with the state they belong to
+        shutil.copyfile(os.path.join(run_dir, RESULTS), os.path.join(tmp, RESULTS))
     with open(os.path.join(tmp, RECORD), "w") as f:
         json.dump(progress, f, default=float)
     shutil.rmtree(old, ignore_errors=True)

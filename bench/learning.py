@@ -239,11 +239,14 @@ def train_job(base: str, spec: str, seed: int, args, run_dir: str, policy: str) 
 
     os.makedirs(run_dir, exist_ok=True)
     lines = []
-    if iters and os.path.exists(os.path.join(run_dir, "result.json")):  # the checkpointed iterations' lines
-        with open(os.path.join(run_dir, "result.json")) as f:
-            lines = f.readlines()[:len(iters)]
+    if iters:  # the checkpointed iterations' lines: the checkpoint's copy (older checkpoints: the run folder's)
+        kept = next((p for p in (os.path.join(d, job_checkpoint.RESULTS) for d in (ckpt, run_dir))
+                     if os.path.exists(p)), None)
+        if kept is not None:
+            with open(kept) as f:
+                lines = f.readlines()[:len(iters)]
     writer = SummaryWriter(run_dir)
-    with open(os.path.join(run_dir, "result.json"), "w") as results:
+    with open(os.path.join(run_dir, job_checkpoint.RESULTS), "w") as results:
         results.writelines(lines)
         for i in range(len(iters), args.iters):
             r = algo.train()
