@@ -44,6 +44,7 @@ from opid_rllib.settings import ANALYZERS, OPID_DEFAULTS, RLLIB_TRAINING_KEYS
 # env runners' skill caches (OPID._resume_state).
 RESUME_STATE = "opid_resume"
 
+
 class OPIDConfig(AlgorithmConfig):
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or OPID)
