@@ -60,7 +60,7 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
     assert len((run_dir / "result.json").read_text().splitlines()) == 1
 
     # The lines are rebuilt from the checkpoint's copy: the run folder's may be behind it (a line went missing
-    # there once on the float32 study's resume, cause not found; here the cut removes it).
+    # there once on the float32 study's resume, cause not found; here the test empties it).
     (run_dir / "result.json").write_text("")
     monkeypatch.setattr(OPID, "train", real_train)
     resumed = learning.train_and_eval("tiny", variant, 0, args)
