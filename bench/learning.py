@@ -245,7 +245,7 @@ def train_job(base: str, spec: str, seed: int, args, run_dir: str, policy: str) 
         if kept is not None:
             with open(kept) as f:
                 lines = f.readlines()[:len(iters)]
-    writer = SummaryWriter(run_dir)
+    writer = SummaryWriter(run_dir, purge_step=len(iters) + 1 if iters else None)  # a replayed iteration shows once
     with open(os.path.join(run_dir, job_checkpoint.RESULTS), "w") as results:
         results.writelines(lines)
         for i in range(len(iters), args.iters):

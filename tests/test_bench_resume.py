@@ -4,6 +4,7 @@ the panel play is stood in (it is what the job does after training, and is teste
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,22 +51,37 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
             raise Cut()
         return real_train(self)
 
-    monkeypatch.setattr(OPID, "train", cut_in_the_second)
+    # The cut comes after iteration 2 was logged, before its checkpoint: the resumed job plays it again.
+    job_checkpoint = sys.modules["job_checkpoint"]  # as bench/learning.py imports it
+    real_save = job_checkpoint.save
+
+    def cut_before_the_second_save(algo, run_dir, progress):
+        if len(progress["iters"]) == 2:
+            raise Cut()
+        real_save(algo, run_dir, progress)
+
+    monkeypatch.setattr(job_checkpoint, "save", cut_before_the_second_save)
     args = _args("cut")
     run_dir = Path(learning.run_dir_of(args, variant, 0))
     with pytest.raises(Cut):
         learning.train_and_eval("tiny", variant, 0, args)
+    monkeypatch.setattr(job_checkpoint, "save", real_save)
     ckpt = run_dir / "checkpoint"
     assert len(json.loads((ckpt / "progress.json").read_text())["iters"]) == 1 and not (run_dir / "policy").exists()
-    assert len((run_dir / "result.json").read_text().splitlines()) == 1
+    assert len((run_dir / "result.json").read_text().splitlines()) == 2
 
     # The lines are rebuilt from the checkpoint's copy: the run folder's may be behind it (a line went missing
     # there once on the float32 study's resume, cause not found; here the test empties it).
     (run_dir / "result.json").write_text("")
-    monkeypatch.setattr(OPID, "train", real_train)
     resumed = learning.train_and_eval("tiny", variant, 0, args)
     assert "resuming after iteration 1" in capsys.readouterr().out
     assert len(resumed["iters"]) == 2 and len((run_dir / "result.json").read_text().splitlines()) == 2
+    # TensorBoard shows the replayed iteration once (the cut run's point for it is purged)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    assert [e.step for e in events.Scalars("training_iteration")] == [1, 2]
     strip = [{k: v for k, v in it.items() if k != "seconds"} for it in whole["iters"]]
     assert [{k: v for k, v in it.items() if k != "seconds"} for it in resumed["iters"]] == strip
     # the second iteration drew what the uninterrupted job drew (random generators restored), so the weights agree

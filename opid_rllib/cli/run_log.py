@@ -2,6 +2,38 @@
 
 from __future__ import annotations
 
+import json
+import os
+
+RESULTS = "result.json"
+
+
+def open_run_logs(output: str, resumed_at: int = 0):
+    """(TensorBoard writer, result.json opened for appending) in `output`, for a run that goes on after iteration
+    `resumed_at` (0: a new run).
+
+    A run cut after its last checkpoint has logged iterations that the resumed run plays again: result.json keeps
+    only its lines up to `resumed_at` (a line cut mid-write goes too), and TensorBoard hides the later events
+    (`purge_step`), so each iteration shows once.
+    """
+    from tensorboardX import SummaryWriter
+
+    path = os.path.join(output, RESULTS)
+    if resumed_at and os.path.exists(path):
+        with open(path) as f:
+            kept = [line for line in f if 0 < _iteration(line) <= resumed_at]
+        with open(path, "w") as f:
+            f.writelines(kept)
+    writer = SummaryWriter(output, purge_step=resumed_at + 1 if resumed_at else None)
+    return writer, open(path, "a")
+
+
+def _iteration(line: str) -> int:
+    try:
+        return int(json.loads(line).get("training_iteration", 0))
+    except (ValueError, TypeError, AttributeError):
+        return 0
+
 
 def _flatten(d, prefix=""):
     for k, v in d.items():

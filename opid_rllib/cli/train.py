@@ -11,7 +11,7 @@ import sys
 import time
 
 from opid_rllib.cli import json_object_arg, warn_slow_dtype
-from opid_rllib.cli.run_log import jsonable_result, write_tensorboard
+from opid_rllib.cli.run_log import jsonable_result, open_run_logs, write_tensorboard
 from opid_rllib.cli.train_parser import build_parser
 from opid_rllib.presets import CPU_TINY, apply_preset, model_default
 from opid_rllib.sweep_select import REPEAT_KEYS, grid_points, searched_keys, seed_trials
@@ -234,15 +234,12 @@ def run_experiment(cfg, args=None) -> int:
 
 def _run_no_tune(cfg, args, output) -> int:
     """In-process loop; writes TensorBoard events, result.json lines and skill dumps into `output`."""
-    from tensorboardX import SummaryWriter
-
     cfg.analyzer_settings(run_dir=output)
     algo = cfg.build_algo()
-    writer = SummaryWriter(output)
-    results_file = open(os.path.join(output, "result.json"), "a")
     if args.resume:
         algo.restore_from_path(os.path.abspath(args.resume))
         print(f"resumed from {args.resume} at iteration {algo.iteration}")
+    writer, results_file = open_run_logs(output, resumed_at=algo.iteration)
     last = {}
     while algo.iteration < args.stop_iters:
         t0 = time.time()

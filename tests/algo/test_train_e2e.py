@@ -49,6 +49,30 @@ def test_opid_train_cli_two_iterations(tmp_path):
     assert rec["skills"]["episode_skill"] and len(rec["routed"]) == len(rec["actions"])
 
 
+def _scalar_steps(run_dir, tag):
+    """The steps of a TensorBoard scalar as TensorBoard shows them (orphaned events purged)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    return [e.step for e in acc.Scalars(tag)]
+
+
+def test_opid_train_no_tune_resumed_after_a_cut_logs_each_iteration_once(tmp_path):
+    """A --no-tune run cut after its last checkpoint had logged the iterations it plays again on --resume: the
+    resumed run's result.json and TensorBoard show each iteration once."""
+    from opid_rllib.cli.train import main
+
+    flags = ["--env", "searchqa", "--cpu-example", "--no-tune", "--max-steps", "2", "--tasks-per-iter", "1",
+             "--group-size", "2", "--max-new-tokens", "4", "--output", str(tmp_path), "--num-cpus", "2"]
+    assert main(flags + ["--stop-iters", "2", "--checkpoint-freq", "1"]) == 0
+    # the cut: iteration 2 was logged and checkpointed, but the run goes on from iteration 1's checkpoint
+    assert main(flags + ["--stop-iters", "3", "--resume", str(tmp_path / "checkpoint_00001")]) == 0
+    rows = [json.loads(line) for line in open(tmp_path / "result.json")]
+    assert [r["training_iteration"] for r in rows] == [1, 2, 3]
+    assert _scalar_steps(tmp_path, "training_iteration") == [1, 2, 3]
+
+
 def test_weight_sweep_example_ranks_its_points_on_a_held_out_panel(tmp_path):
     """The package's sweep example, as a user runs it: a grid from --weight-grid, flags on top, every point's
     final policy exported and played on the held-out panel (--select-panel), and sweep.json ranking the points
