@@ -126,6 +126,12 @@ def check_args(args) -> str | None:
         v = getattr(args, name, None)
         if v is not None and v < 0:
             return f"--{name.replace('_', '-')} {v}: must be >= 0"
+    resume = getattr(args, "resume", None)
+    if resume and not getattr(args, "no_tune", False):  # Tune would start over from scratch, silently
+        return ("--resume: goes on with a --no-tune run from one of its checkpoints; add --no-tune (a Tune "
+                "experiment resumes with ray.tune.Tuner.restore)")
+    if resume and not os.path.isdir(resume):
+        return f"--resume {resume}: no such checkpoint folder"
     return None
 
 

@@ -52,6 +52,8 @@ def _run(fn, *a) -> tuple[int, str, str]:
     (["--env-kwargs", '["sweep"]'], "--env-kwargs must be a JSON object"),
     (["--env-kwargs", '{"split": "valid_seen"}'], "--env-kwargs: 'split' has its own flag; use --split"),
     (["--env-kwargs", '{"max_steps": 9}'], "--env-kwargs: 'max_steps' has its own flag; use --max-steps"),
+    (["--resume", "."], "--resume: goes on with a --no-tune run from one of its checkpoints; add --no-tune"),
+    (["--no-tune", "--resume", "/no/such/checkpoint"], "--resume /no/such/checkpoint: no such checkpoint folder"),
 ])
 def test_bad_input_is_one_line_before_ray(tmp_path, argv, says):
     out_dir = tmp_path / "run"
