@@ -196,7 +196,7 @@ def run_experiment(cfg, args=None) -> int:
 
         return print_config_plan(cfg)
     num_samples = seed_trials(cfg, 1 if args.no_tune else args.num_samples)
-    err = check_args(args) or check_config(cfg) or _selection_error(cfg, args)
+    err = check_args(args) or _no_tune_error(cfg, args) or check_config(cfg) or _selection_error(cfg, args)
     if err:  # before Ray starts and before --output is created
         print(f"opid-train: error: {err}", file=sys.stderr)
         return 2
@@ -264,6 +264,19 @@ def _run_no_tune(cfg, args, output) -> int:
     results_file.close()
     algo.stop()
     return 0
+
+
+def _no_tune_error(cfg, args) -> str | None:
+    """--no-tune trains one config in this process: repeats and grids are Tune trials (it would run one, or fail
+    inside RLlib on a grid)."""
+    if not args.no_tune:
+        return None
+    if args.num_samples > 1:
+        return f"--num-samples {args.num_samples}: the repeats are Tune trials; drop --no-tune"
+    keys = searched_keys(cfg)
+    if keys:
+        return f"--no-tune: the config is a Tune grid over {', '.join(keys)}; drop --no-tune to run the sweep"
+    return None
 
 
 def _selection_error(cfg, args) -> str | None:

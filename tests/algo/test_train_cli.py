@@ -54,6 +54,7 @@ def _run(fn, *a) -> tuple[int, str, str]:
     (["--env-kwargs", '{"max_steps": 9}'], "--env-kwargs: 'max_steps' has its own flag; use --max-steps"),
     (["--resume", "."], "--resume: goes on with a --no-tune run from one of its checkpoints; add --no-tune"),
     (["--no-tune", "--resume", "/no/such/checkpoint"], "--resume /no/such/checkpoint: no such checkpoint folder"),
+    (["--no-tune", "--num-samples", "2"], "--num-samples 2: the repeats are Tune trials; drop --no-tune"),
 ])
 def test_bad_input_is_one_line_before_ray(tmp_path, argv, says):
     out_dir = tmp_path / "run"
@@ -196,6 +197,18 @@ def test_a_sweep_never_selects_on_the_reported_panel(tmp_path, panel, says):
     cfg = runpy.run_path(str(ROOT / "tuned_examples" / "alfworld_opid_weight_sweep.py"), run_name="x")["config"]
     rc, _, stderr = _run(run_experiment, cfg, ["--select-panel", panel, "--output", str(tmp_path / "r")])
     assert rc == 2 and stderr.startswith("opid-train: error: ") and says in stderr, stderr
+    assert not ray.is_initialized() and not (tmp_path / "r").exists()
+
+
+def test_a_sweep_is_not_run_in_process(tmp_path):
+    """--no-tune trains one config in this process; a tuned example's grid is refused before Ray."""
+    import runpy
+
+    cfg = runpy.run_path(str(ROOT / "tuned_examples" / "alfworld_opid_weight_sweep.py"), run_name="x")["config"]
+    rc, _, stderr = _run(run_experiment, cfg, ["--no-tune", "--output", str(tmp_path / "r")])
+    assert rc == 2 and stderr.strip() == ("opid-train: error: --no-tune: the config is a Tune grid over "
+                                          "episode_skill_adv_weight, step_skill_adv_weight; drop --no-tune to run "
+                                          "the sweep"), stderr
     assert not ray.is_initialized() and not (tmp_path / "r").exists()
 
 
