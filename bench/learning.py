@@ -138,10 +138,14 @@ def _play_panel(path: str, args, **kw) -> dict:
 def evaluate_policy(path: str, seed: int, args, chunks: str | None = None) -> dict:
     """The panel's table, plus which games were won (task id -> won): two arms that played with the same seed are
     then compared game by game (learning_report.per_game), not only by their two success rates. chunks: where the
-    play keeps its finished chunks of games, so that a play cut short goes on from there (opid-eval --resume)."""
+    play keeps its finished chunks of games, so that a play cut short goes on from there (opid-eval --resume);
+    then `resumed_play_s` holds the play time of the chunks read back (the callers pop it into their timing)."""
     kw = {"chunk_log": chunks, "resume": True} if chunks else {}
     ev = _play_panel(path, args, panel=args.eval_panel, episodes=args.eval_episodes, seed=seed, **kw)
-    return {**ev["table"], "won_by_task": {str(r["task_id"]): bool(r["won"]) for r in ev["episodes"]}}
+    out = {**ev["table"], "won_by_task": {str(r["task_id"]): bool(r["won"]) for r in ev["episodes"]}}
+    if chunks:
+        out["resumed_play_s"] = ev["timing"]["resumed_play_s"]["student"]
+    return out
 
 
 def base_headroom(path: str, args, weights: str | None = None) -> dict:
@@ -216,8 +220,9 @@ def train_and_eval(base: str, spec: str, seed: int, args) -> dict:
         progress = train_job(base, spec, seed, args, run_dir, policy)
     t1 = time.time()
     table = evaluate_policy(policy, seed, args, chunks=os.path.join(run_dir, PLAY_CHUNKS))
+    eval_s = time.time() - t1 + table.pop("resumed_play_s", 0.0)  # a play over several sittings: all of them
     return {"variant": spec, "seed": seed, "iters": progress["iters"], "train_s": progress["train_s"],
-            "eval_s": time.time() - t1, "table": table}
+            "eval_s": eval_s, "table": table}
 
 
 def train_job(base: str, spec: str, seed: int, args, run_dir: str, policy: str) -> dict:
@@ -376,7 +381,9 @@ def main(argv=None) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
 
     def base_play(s: int) -> dict:
-        return evaluate_policy(base, s, args, chunks=os.path.join(args.out, "runs", f"base-s{s}", PLAY_CHUNKS))
+        table = evaluate_policy(base, s, args, chunks=os.path.join(args.out, "runs", f"base-s{s}", PLAY_CHUNKS))
+        table.pop("resumed_play_s", None)  # a base record is its table alone
+        return table
 
     jobs = [(os.path.join(args.out, "runs", f"base-s{s}.json"), lambda s=s: base_play(s)) for s in seeds]
     jobs += [(run_dir_of(args, v, seed) + ".json",

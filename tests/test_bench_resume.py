@@ -36,7 +36,7 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
 
     def play(policy, seed, args, chunks):
         plays.append((policy, chunks))
-        return {"x": 1}
+        return {"x": 1, "resumed_play_s": 100.0}  # as a play that read back chunks played in an earlier sitting
 
     monkeypatch.setattr(learning, "evaluate_policy", play)
     variant = "opid:w_step=0.3+teacher_sample_adv_weight=1"
@@ -97,6 +97,7 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
     # ... and keeps its finished chunks of games in the run folder, where a play cut short goes on from them
     assert not calls and plays == [(str(run_dir / "policy"), str(run_dir / "play_chunks.jsonl"))]
     assert again["iters"] == resumed["iters"] and again["train_s"] == resumed["train_s"]
+    assert again["table"] == {"x": 1} and again["eval_s"] >= 100.0  # the earlier sittings' play time counts
 
 
 def test_a_checkpoint_from_before_the_algorithm_carried_the_generators_still_restores_them(tmp_path, bench_module):

@@ -2,10 +2,12 @@
 
 Why it is exact: `play_tasks` plays chunk k with generation seed `seed + k` and fresh env resets, so a chunk's
 games depend only on the weights, the settings and the chunk itself. A chunk read back is the chunk the play
-would have played, and a resumed play returns the records an uninterrupted one would (only its timing differs).
+would have played, and a resumed play returns the records an uninterrupted one would (only its timing differs:
+`resumed_s` sums the play time of the chunks read back, so a play's time over several sittings can be told).
 On SmolLM2 a 126-game play took 39-45 min on machine D, a long stretch to lose to a session's end.
 
-One JSON line per chunk: {"key", "chunk", "task_ids", "records"}. `key` is a digest of what the records depend
+One JSON line per chunk: {"key", "chunk", "task_ids", "records", "seconds"} (lines written before "seconds"
+existed count 0 s). `key` is a digest of what the records depend
 on (weights, panel, settings, seed, student or teacher role), so lines of another play in the same file are never
 read as this one's; a line cut by a kill is skipped.
 """
@@ -23,6 +25,7 @@ class ChunkLog:
         self.path = os.fspath(path)
         self.key = hashlib.sha256(json.dumps(dict(key), sort_keys=True, default=str).encode()).hexdigest()
         self.resumed_episodes = self.resumed_steps = 0
+        self.resumed_s = 0.0
         self._done: dict[int, dict] = {}
         if os.path.exists(self.path):
             with open(self.path) as f:
@@ -41,13 +44,15 @@ class ChunkLog:
             return None
         self.resumed_episodes += len(rec["records"])
         self.resumed_steps += sum(int(r["length"]) for r in rec["records"])
+        self.resumed_s += float(rec.get("seconds") or 0.0)
         return rec["records"]
 
-    def add(self, k: int, task_ids: Sequence[str], records: list[dict]) -> list[dict]:
-        """Keep chunk k; returns its records as they read back, so a played chunk and a resumed one are alike."""
+    def add(self, k: int, task_ids: Sequence[str], records: list[dict], seconds: float = 0.0) -> list[dict]:
+        """Keep chunk k (played in `seconds`); returns its records as they read back, so a played chunk and a
+        resumed one are alike."""
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         line = json.dumps({"key": self.key, "chunk": int(k), "task_ids": [str(t) for t in task_ids],
-                           "records": records}, default=float)
+                           "records": records, "seconds": round(float(seconds), 3)}, default=float)
         with open(self.path, "a") as f:
             f.write(line + "\n")
             f.flush()

@@ -309,8 +309,9 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
         results["timing"]["teacher_rollout_s"] = round(t_teacher - t_done, 3)
         results["teacher_episodes"] = teacher
     if chunk_log is not None:  # what a resumed play read back instead of playing (its timing covers the rest)
-        results["timing"]["resumed_episodes"] = {role: log.resumed_episodes for role, log in logs.items()
-                                                 if role == "student" or teacher is not None}
+        roles = [role for role in logs if role == "student" or teacher is not None]
+        results["timing"]["resumed_episodes"] = {role: logs[role].resumed_episodes for role in roles}
+        results["timing"]["resumed_play_s"] = {role: round(logs[role].resumed_s, 3) for role in roles}
     return results
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from typing import Any, Callable, Mapping, Sequence
 
 
@@ -98,7 +99,7 @@ def play_tasks(runner, task_ids: Sequence[str], *, temperature: float, seed: int
                 records.extend(kept)
                 bar.update(len(chunk))
                 continue
-            n_before = len(records)
+            n_before, t_chunk = len(records), time.perf_counter()
             eps = runner.sample_groups(chunk, explore=False, analyze=False, group_size=1,
                                        temperature=float(temperature), seed=int(seed) + k, skills=skills)
             if on_chunk is not None:
@@ -112,7 +113,7 @@ def play_tasks(runner, task_ids: Sequence[str], *, temperature: float, seed: int
                 else:
                     records.append(_reset_failed_record(tid))
             if chunk_log is not None:
-                records[n_before:] = chunk_log.add(k, chunk, records[n_before:])
+                records[n_before:] = chunk_log.add(k, chunk, records[n_before:], time.perf_counter() - t_chunk)
             bar.update(len(chunk))
             bar.set_postfix_str(status())
     finally:

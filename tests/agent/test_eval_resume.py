@@ -52,6 +52,8 @@ def test_a_play_cut_short_resumes_at_its_next_chunk_with_the_same_games(tmp_path
     with pytest.raises(Cut):
         _run([*ARGS, "--output", str(cut)])
     assert len((cut / "chunks.jsonl").read_text().splitlines()) == 2 and not (cut / "results.json").exists()
+    played_s = [json.loads(line)["seconds"] for line in (cut / "chunks.jsonl").read_text().splitlines()]
+    assert all(t > 0 for t in played_s)
 
     monkeypatch.setattr(GroupedTextEnvRunner, "sample_groups", real)
     rc, out, err = _run([*ARGS, "--output", str(cut), "--resume"])
@@ -60,6 +62,8 @@ def test_a_play_cut_short_resumes_at_its_next_chunk_with_the_same_games(tmp_path
     assert _episodes(cut) == whole  # the games read back and the one played are the uninterrupted play's
     res = json.loads((cut / "results.json").read_text())
     assert res["timing"]["resumed_episodes"] == {"student": 2}
+    # the time of the chunks read back is kept, so a play over several sittings can be timed whole
+    assert res["timing"]["resumed_play_s"] == {"student": pytest.approx(sum(played_s), abs=2e-3)}
     assert not (cut / "chunks.jsonl").exists()
 
     # without --resume a play starts over; --resume needs the play's folder
