@@ -20,8 +20,9 @@ import shutil
 import numpy as np
 import torch
 
+from opid_rllib.cli.run_log import RESULTS  # the job's per-iteration RLlib results (bench/learning.py writes them)
+
 CKPT, RECORD, RNG, TRAINED = "checkpoint", "progress.json", "rng.pt", "trained.json"
-RESULTS = "result.json"  # the job's per-iteration RLlib results, one JSON line each (bench/learning.py)
 
 
 def save(algo, run_dir: str, progress: dict) -> None:

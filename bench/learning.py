@@ -238,9 +238,7 @@ def train_job(base: str, spec: str, seed: int, args, run_dir: str, policy: str) 
         print(f"  [{spec} s{seed}] resuming after iteration {len(iters)} ({ckpt})", flush=True)
     t0 = time.time() - spent
     # result.json + TensorBoard events + skill dumps: `opid-report RUN_DIR` and TensorBoard read the run.
-    from tensorboardX import SummaryWriter
-
-    from opid_rllib.cli.run_log import jsonable_result, write_tensorboard
+    from opid_rllib.cli.run_log import jsonable_result, open_tensorboard, write_tensorboard
 
     os.makedirs(run_dir, exist_ok=True)
     lines = []
@@ -250,7 +248,7 @@ def train_job(base: str, spec: str, seed: int, args, run_dir: str, policy: str) 
         if kept is not None:
             with open(kept) as f:
                 lines = f.readlines()[:len(iters)]
-    writer = SummaryWriter(run_dir, purge_step=len(iters) + 1 if iters else None)  # a replayed iteration shows once
+    writer = open_tensorboard(run_dir, resumed_at=len(iters))  # an iteration played again shows once
     with open(os.path.join(run_dir, job_checkpoint.RESULTS), "w") as results:
         results.writelines(lines)
         for i in range(len(iters), args.iters):

@@ -16,16 +16,21 @@ def open_run_logs(output: str, resumed_at: int = 0):
     only its lines up to `resumed_at` (a line cut mid-write goes too), and TensorBoard hides the later events
     (`purge_step`), so each iteration shows once.
     """
-    from tensorboardX import SummaryWriter
-
     path = os.path.join(output, RESULTS)
     if resumed_at and os.path.exists(path):
         with open(path) as f:
             kept = [line for line in f if 0 < _iteration(line) <= resumed_at]
         with open(path, "w") as f:
             f.writelines(kept)
-    writer = SummaryWriter(output, purge_step=resumed_at + 1 if resumed_at else None)
-    return writer, open(path, "a")
+    return open_tensorboard(output, resumed_at), open(path, "a")
+
+
+def open_tensorboard(output: str, resumed_at: int = 0):
+    """TensorBoard writer in `output` for a run that goes on after iteration `resumed_at` (0: a new run): the events
+    a cut run logged after it are hidden (`purge_step`)."""
+    from tensorboardX import SummaryWriter
+
+    return SummaryWriter(output, purge_step=resumed_at + 1 if resumed_at else None)
 
 
 def _iteration(line: str) -> int:

@@ -7,9 +7,9 @@ would have played, and a resumed play returns the records an uninterrupted one w
 On SmolLM2 a 126-game play took 39-45 min on machine D, a long stretch to lose to a session's end.
 
 One JSON line per chunk: {"key", "chunk", "task_ids", "records", "seconds"} (lines written before "seconds"
-existed count 0 s). `key` is a digest of what the records depend
-on (weights, panel, settings, seed, student or teacher role), so lines of another play in the same file are never
-read as this one's; a line cut by a kill is skipped.
+existed count 0 s). `key` is a digest of what the records depend on (weights, panel, settings, seed, student or
+teacher role), so lines of another play in the same file are never read as this one's; a line cut by a kill is
+skipped.
 """
 
 from __future__ import annotations

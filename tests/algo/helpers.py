@@ -34,3 +34,12 @@ def rollouts_and_module(**overrides):
     attach_outcome_advantages(episodes, cfg.invalid_action_penalty, cfg.outcome_adv_norm)
     module = LLMRLModule(observation_space=text_space(), action_space=text_space(), model_config=cfg.model_config)
     return cfg, episodes, module
+
+
+def scalar_steps(run_dir, tag) -> list[int]:
+    """The steps of a TensorBoard scalar as TensorBoard shows them (orphaned events purged)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    return [e.step for e in acc.Scalars(tag)]

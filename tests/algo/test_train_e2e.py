@@ -11,7 +11,7 @@ import ray
 import torch
 
 from opid_rllib.algorithm import RESUME_STATE, _learner_rank
-from tests.algo.helpers import tiny_config
+from tests.algo.helpers import scalar_steps, tiny_config
 
 pytestmark = pytest.mark.ray
 
@@ -49,15 +49,6 @@ def test_opid_train_cli_two_iterations(tmp_path):
     assert rec["skills"]["episode_skill"] and len(rec["routed"]) == len(rec["actions"])
 
 
-def _scalar_steps(run_dir, tag):
-    """The steps of a TensorBoard scalar as TensorBoard shows them (orphaned events purged)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(run_dir))
-    acc.Reload()
-    return [e.step for e in acc.Scalars(tag)]
-
-
 def test_opid_train_no_tune_resumed_after_a_cut_logs_each_iteration_once(tmp_path):
     """A --no-tune run cut after its last checkpoint had logged the iterations it plays again on --resume: the
     resumed run's result.json and TensorBoard show each iteration once."""
@@ -70,7 +61,7 @@ def test_opid_train_no_tune_resumed_after_a_cut_logs_each_iteration_once(tmp_pat
     assert main(flags + ["--stop-iters", "3", "--resume", str(tmp_path / "checkpoint_00001")]) == 0
     rows = [json.loads(line) for line in open(tmp_path / "result.json")]
     assert [r["training_iteration"] for r in rows] == [1, 2, 3]
-    assert _scalar_steps(tmp_path, "training_iteration") == [1, 2, 3]
+    assert scalar_steps(tmp_path, "training_iteration") == [1, 2, 3]
 
 
 def test_weight_sweep_example_ranks_its_points_on_a_held_out_panel(tmp_path):
