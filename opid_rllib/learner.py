@@ -128,6 +128,9 @@ class OPIDTorchLearner(TorchLearner):
         if anchor_tok is not None:  # the anchor's KL per anchor token, not per student token
             self.metrics.log_value((mid, "teacher_anchor_kl"), float(totals.pop("teacher_anchor_kl") /
                                                                      anchor_tok.clamp(min=1.0)), window=1)
+        kl_tok = totals.pop("kl_ref_tokens", None)
+        if kl_tok is not None:  # the KL to pi_ref per token of the policy's own samples (no teacher rows)
+            self.metrics.log_value((mid, "kl_ref"), float(totals.pop("kl_ref") / kl_tok.clamp(min=1.0)), window=1)
         for key, v in totals.items():  # token means over the whole batch, whatever the minibatching
             self.metrics.log_value((mid, key), float(v / n_tok), window=1)
         self.metrics.log_value((mid, "num_samples"), n, window=1)

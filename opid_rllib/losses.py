@@ -32,7 +32,9 @@ def ppo_token_loss(
     anchor_coeff: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Returns (sum over tokens of the loss, sums of diagnostics over tokens). Anchor rows (teacher_anchor_coeff)
-    are left out of every diagnostic but their own (teacher_anchor_kl, teacher_anchor_tokens)."""
+    are left out of every diagnostic but their own (teacher_anchor_kl, teacher_anchor_tokens). kl_ref sums over
+    the rows the policy sampled alone (kl_ref_tokens counts them): k3 estimates KL(pi_theta || pi_ref) only on
+    pi_theta's own samples, and a teacher row's y_T was drawn from pi_old(. | x + skill)."""
     on = anchor_rows is not None and anchor_coeff and bool(anchor_rows.any())  # a micro-batch may hold none
     anchor = anchor_rows[:, None].to(logp.dtype) if on else None
     diag = mask if anchor is None else mask * (1.0 - anchor)  # the student's tokens
@@ -59,7 +61,9 @@ def ppo_token_loss(
     if ref_logp is not None and kl_coeff:
         kl = _k3(ref_logp, logp)
         loss = loss + kl_coeff * kl
-        stats["kl_ref"] = (kl.detach() * diag).sum()
+        own = diag if teacher_rows is None else diag * (1.0 - teacher_rows[:, None].to(logp.dtype))
+        stats["kl_ref"] = (kl.detach() * own).sum()
+        stats["kl_ref_tokens"] = own.sum()
     if teacher_delta is not None and opsd_coeff:
         # GRPO+OPSD: separate distillation term -c * Delta * log pi_theta (pull towards the
         # skill-conditioned teacher on the policy's own samples).

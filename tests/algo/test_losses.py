@@ -54,6 +54,20 @@ def test_entropy_bonus_and_k3_kl_by_hand():
     assert stats["entropy"].item() == pytest.approx(sum(ENT[:4]))
 
 
+def test_kl_ref_diagnostic_leaves_teacher_rows_out_but_the_penalty_does_not():
+    """A teacher row's y_T was drawn from the skill prompt, not from pi_theta, so its k3 is no KL estimate: the loss
+    keeps its penalty (the trained objective), the kl_ref diagnostic and its token count cover the other rows."""
+    logp = torch.tensor([LOGP, LOGP], dtype=torch.float64)
+    two = lambda x: torch.tensor([x, x], dtype=torch.float64)  # noqa: E731
+    kw = dict(ref_logp=two(REF), kl_coeff=0.1, entropy_coeff=0.0)
+    loss, stats = ppo_token_loss(logp, two(OLD), two(ADV), two(MASK), teacher_rows=torch.tensor([0.0, 1.0]), **kw)
+    plain, plain_stats = ppo_token_loss(logp, two(OLD), two(ADV), two(MASK), **kw)
+    k3 = sum((math.exp(r - lp) - (r - lp) - 1) * m for r, lp, m in zip(REF, LOGP, MASK))
+    assert loss.item() == pytest.approx(plain.item())
+    assert stats["kl_ref"].item() == pytest.approx(k3) and stats["kl_ref_tokens"].item() == sum(MASK)
+    assert plain_stats["kl_ref"].item() == pytest.approx(2 * k3) and plain_stats["kl_ref_tokens"].item() == 2 * 4
+
+
 def test_k3_kl_is_clamped_at_10():
     # ref - logp = 5: exp(5) - 5 - 1 = 142.4 -> clamped to 10.
     logp, ref = [-6.0], [-1.0]

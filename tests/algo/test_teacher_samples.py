@@ -187,3 +187,26 @@ def test_teacher_anchor_trains_through_real_rllib():
     assert opid["teacher_samples"]["rows"] > 0
     assert np.isfinite(learner["teacher_anchor_kl"]) and learner["teacher_anchor_kl"] >= 0
     assert "kl_ref" not in learner
+
+
+def test_learner_reports_kl_ref_per_token_of_the_policys_own_rows():
+    """The learner's kl_ref is the k3 KL to pi_ref per token of the rows the policy sampled, not per token of the
+    batch: teacher rows neither add to it nor dilute it (they would, with y_T drawn from the skill prompt)."""
+    from tests.algo.test_mixed_precision import _batch, _learner
+
+    learner = _learner(kl_coeff=0.01, minibatch_size=None)
+    module = learner.module["default_policy"].unwrapped()
+    with torch.no_grad():  # a reference that differs from the policy, so that k3 > 0
+        for p in learner._ref_model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    batch = _batch(module, n=4)
+    batch["teacher_rows"] = torch.tensor([0.0, 1.0, 0.0, 1.0])
+    with torch.no_grad():
+        logp, ref = module._forward_train(batch)["logp"], learner._ref_logp(batch)
+    k3 = (torch.exp(ref - logp) - (ref - logp) - 1.0) * batch["response_mask"]
+    own = batch["teacher_rows"] == 0
+    want = float(k3[own].sum() / batch["response_mask"][own].sum())
+    learner._uncompiled_update({"default_policy": batch})  # one minibatch: the stats are those before its step
+    got = learner.metrics.peek(("default_policy", "kl_ref"))
+    assert got == pytest.approx(want, rel=1e-4)
+    assert got != pytest.approx(float(k3.sum() / batch["response_mask"].sum()), rel=1e-2)
