@@ -196,9 +196,10 @@ def test_learner_reports_kl_ref_per_token_of_the_policys_own_rows():
 
     learner = _learner(kl_coeff=0.01, minibatch_size=None)
     module = learner.module["default_policy"].unwrapped()
+    g = torch.Generator().manual_seed(0)
     with torch.no_grad():  # a reference that differs from the policy, so that k3 > 0
         for p in learner._ref_model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
+            p.add_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.05)
     batch = _batch(module, n=4)
     batch["teacher_rows"] = torch.tensor([0.0, 1.0, 0.0, 1.0])
     with torch.no_grad():
