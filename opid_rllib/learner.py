@@ -124,13 +124,11 @@ class OPIDTorchLearner(TorchLearner):
             for key, v in stats.items():
                 totals[key] = totals.get(key, 0.0) + v
         n_tok = student_tokens(data)
-        anchor_tok = totals.pop("teacher_anchor_tokens", None)
-        if anchor_tok is not None:  # the anchor's KL per anchor token, not per student token
-            self.metrics.log_value((mid, "teacher_anchor_kl"), float(totals.pop("teacher_anchor_kl") /
-                                                                     anchor_tok.clamp(min=1.0)), window=1)
-        kl_tok = totals.pop("kl_ref_tokens", None)
-        if kl_tok is not None:  # the KL to pi_ref per token of the policy's own samples (no teacher rows)
-            self.metrics.log_value((mid, "kl_ref"), float(totals.pop("kl_ref") / kl_tok.clamp(min=1.0)), window=1)
+        # Means over their own tokens: the anchor's KL per anchor token, the KL to pi_ref per token the policy sampled.
+        for key, count in (("teacher_anchor_kl", "teacher_anchor_tokens"), ("kl_ref", "kl_ref_tokens")):
+            tok = totals.pop(count, None)
+            if tok is not None:
+                self.metrics.log_value((mid, key), float(totals.pop(key) / tok.clamp(min=1.0)), window=1)
         for key, v in totals.items():  # token means over the whole batch, whatever the minibatching
             self.metrics.log_value((mid, key), float(v / n_tok), window=1)
         self.metrics.log_value((mid, "num_samples"), n, window=1)
