@@ -251,6 +251,7 @@ def train_job(base: str, spec: str, seed: int, args, run_dir: str, policy: str) 
     writer = open_tensorboard(run_dir, resumed_at=len(iters))  # an iteration played again shows once
     with open(os.path.join(run_dir, job_checkpoint.RESULTS), "w") as results:
         results.writelines(lines)
+        results.flush()  # on disk now, not at the next iteration's end: a cut before then would lose them there
         for i in range(len(iters), args.iters):
             r = algo.train()
             results.write(json.dumps(jsonable_result(r)) + "\n")

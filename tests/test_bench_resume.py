@@ -72,10 +72,20 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
     assert len(json.loads((ckpt / "progress.json").read_text())["iters"]) == 1 and not (run_dir / "policy").exists()
     assert len((run_dir / "result.json").read_text().splitlines()) == 2
 
-    # The lines are rebuilt from the checkpoint's copy: the run folder's may be behind it (a line went missing
-    # there once on the float32 study's resume, cause not found; here the test empties it).
+    # The lines are rebuilt from the checkpoint's copy: the run folder's may be behind it (here the test empties
+    # it), and they are on disk before the first resumed iteration starts. Unflushed, they sat in the write
+    # buffer for that iteration's 40 min on the float32 study, and a cut then lost them from the run folder.
     (run_dir / "result.json").write_text("")
+    on_disk = []
+
+    def look_then_train(self):
+        on_disk.append(len((run_dir / "result.json").read_text().splitlines()))
+        return real_train(self)
+
+    monkeypatch.setattr(OPID, "train", look_then_train)
     resumed = learning.train_and_eval("tiny", variant, 0, args)
+    monkeypatch.setattr(OPID, "train", real_train)
+    assert on_disk == [1]
     assert "resuming after iteration 1" in capsys.readouterr().out
     assert len(resumed["iters"]) == 2 and len((run_dir / "result.json").read_text().splitlines()) == 2
     # TensorBoard shows the replayed iteration once (the cut run's point for it is purged)
