@@ -95,6 +95,30 @@ def merge_repeats(rows: list[dict]) -> list[dict]:
     return list(out.values())
 
 
+def seed_noise(rows: list[dict]) -> tuple[float, int] | None:
+    """Pooled standard deviation of the per-seed differences to GRPO around their arm's mean, and its degrees of
+    freedom (sum of seeds - 1 over arms with 2+ seeds); None with none. Why: it says how far a k-seed mean
+    difference strays by chance (standard error sd / sqrt(k)), so a ledger of near-zero means reads as "no
+    effect" rather than "effect hidden by noise" only where that error is small against the goal."""
+    ss, df = 0.0, 0
+    for r in rows:
+        d = r["per_seed"]
+        if len(d) > 1:
+            m = statistics.mean(d)
+            ss += sum((x - m) ** 2 for x in d)
+            df += len(d) - 1
+    return ((ss / df) ** 0.5, df) if df else None
+
+
+def noise_line(rows: list[dict], seeds: int = 3) -> str | None:
+    noise = seed_noise(rows)
+    if noise is None:
+        return None
+    sd, df = noise
+    return (f"per-seed differences to GRPO spread around their arm's mean with a pooled sd of {sd:.1f} points "
+            f"({df} df), so a {seeds}-seed mean difference has a standard error of {sd / seeds ** 0.5:.1f} points")
+
+
 def _pts(x: float) -> str:
     return f"{round(x, 1) + 0.0:+.1f}"  # + 0.0: a mean of -1e-17 prints +0.0, not -0.0
 
@@ -124,6 +148,9 @@ def main(argv=None) -> int:
     best = max(rows, key=lambda r: r["minus_grpo"], default=None)
     if best:
         print(f"\n{len(rows)} arms; best minus GRPO {_pts(best['minus_grpo'])} ({best['arm']}, {best['file']})")
+    noise = noise_line(rows)
+    if noise:
+        print(noise)
     return 0
 
 

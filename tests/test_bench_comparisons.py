@@ -42,6 +42,11 @@ def test_rows_pair_each_arm_with_grpo_on_the_same_seed_and_merge_rereports(tmp_p
     out = capsys.readouterr().out
     assert "| a.json, b.json | x/stage5 | 4.8 / 70.6 | 5.0 | 3.0 | T | 3.5 | **+0.5** (+2.0, -1.0) | +2.0 |" in out
     assert "3 arms; best minus GRPO +0.5 (T, a.json, b.json)" in out
+    # per-seed differences [2, -1], [-2, 0], [-1, 1]: squares about their means 4.5 + 2 + 2 over 3 df
+    sd, df = cmp.seed_noise(rows)
+    assert df == 3 and abs(sd - (8.5 / 3) ** 0.5) < 1e-9
+    assert "pooled sd of 1.7 points (3 df), so a 3-seed mean difference has a standard error of 1.0 points" in out
+    assert cmp.seed_noise([dict(t, per_seed=[1.0])]) is None  # one seed: no spread to measure
     longer = _res({"grpo": {"0": 4.0, "1": 2.0}, T: {"0": 6.0, "1": 1.0}})  # a's figures, 18 iterations
     longer["command"] += " --iters 18"
     assert [r["arm"] for r in cmp.merge_repeats(cmp.rows_of("a.json", a) + cmp.rows_of("l.json", longer))] == \
@@ -54,6 +59,10 @@ def test_the_readme_ledger_is_what_the_script_prints_from_the_repos_results(caps
     """The README's table of every comparison must be regenerated when a results file changes."""
     cmp = bench_module("comparisons")
     assert cmp.main([]) == 0
-    table = capsys.readouterr().out.split("\n\n")[0].strip()
+    out = capsys.readouterr().out
+    table = out.split("\n\n")[0].strip()
     assert table.count("\n") >= 10, table  # one line per arm of a dozen results files
-    assert table in (REPO / "README.md").read_text(), "README ledger stale: paste `python bench/comparisons.py`"
+    readme = (REPO / "README.md").read_text()
+    assert table in readme, "README ledger stale: paste `python bench/comparisons.py`"
+    noise = next(line for line in out.splitlines() if line.startswith("per-seed differences to GRPO"))
+    assert noise in " ".join(readme.split()), "README's seed-noise line stale: paste it from bench/comparisons.py"
