@@ -99,7 +99,8 @@ def seed_noise(rows: list[dict]) -> tuple[float, int] | None:
     """Pooled standard deviation of the per-seed differences to GRPO around their arm's mean, and its degrees of
     freedom (sum of seeds - 1 over arms with 2+ seeds); None with none. Why: it says how far a k-seed mean
     difference strays by chance (standard error sd / sqrt(k)), so a ledger of near-zero means reads as "no
-    effect" rather than "effect hidden by noise" only where that error is small against the goal."""
+    effect" rather than "effect hidden by noise" only where that error is small against the goal. The arms of one
+    study share its GRPO runs, so the degrees of freedom overstate the independent evidence somewhat."""
     ss, df = 0.0, 0
     for r in rows:
         d = r["per_seed"]
