@@ -74,7 +74,7 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
 
     # The lines are rebuilt from the checkpoint's copy: the run folder's may be behind it (here the test empties
     # it), and they are on disk before the first resumed iteration starts. Unflushed, they sat in the write
-    # buffer for that iteration's 40 min on the float32 study, and a cut then lost them from the run folder.
+    # buffer until that iteration's end (seen on the float32 study), so a cut before then would lose them.
     (run_dir / "result.json").write_text("")
     on_disk = []
 
