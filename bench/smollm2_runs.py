@@ -1,0 +1,104 @@
+"""Every finished job of the SmolLM2-135M learning studies (bench/smollm2_study.sh), one row each: the README's table.
+
+Why: those studies run for days in pieces on several machines, each folder one base and one learning rate, and
+their figures were quoted only in prose. This reads the cached jobs the studies commit (OUT/runs/*.json, beside
+OUT/settings.json) and prints one markdown table: per study its base's dtype and weights fingerprint and the lr;
+per job its unseen-panel success (no skills), the difference to GRPO's job of the same seed in the same study, the
+games only it / only that GRPO job won with the sign test's p (bench/learning_report.py), its training wins and
+its training and play seconds. A study's jobs share one base and one play seed per seed, so only rows of one study
+and one seed are paired; across studies the bases differ (another dtype or another CPU's rounding).
+
+    python bench/smollm2_runs.py [STUDY_DIR ...]     # default: bench/results/smollm2_study*/
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or imported by the tests
+from comparisons import _pts, short_label  # noqa: E402
+from learning_report import sign_test_p  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+BASE = "base (no RL)"
+
+
+def jobs_of(study: Path) -> list[dict]:
+    """The study's finished jobs: arm x seed runs ({variant, seed, iters, train_s, eval_s, table}) and the base's
+    plays (runs/base-sN.json, a bare table). Run folders and the headroom record are not jobs."""
+    out = []
+    for f in sorted((study / "runs").glob("*.json")):
+        rec = json.loads(f.read_text())
+        m = re.fullmatch(r"base-s(\d+)", f.stem)
+        if m:
+            out.append({"variant": BASE, "seed": int(m.group(1)), "table": rec})
+        elif "variant" in rec:
+            out.append(rec)
+    order = {BASE: 0, "grpo": 1}
+    return sorted(out, key=lambda r: (r["seed"], order.get(r["variant"], 2), r["variant"]))
+
+
+def row(study: Path, settings: dict, job: dict, grpo: dict | None) -> dict:
+    """One job's figures; `grpo` is the same study's GRPO job of the same seed (None where it has none)."""
+    t = job["table"]
+    n, pct = t["n"]["All"], t["success_pct"]["All"]
+    won_by = t.get("won_by_task")
+    won = sum(won_by.values()) if won_by else round(pct * n / 100)
+    arm = job["variant"] if job["variant"] in (BASE, "grpo") else short_label(job["variant"])
+    r = {"study": study.name, "weights": f"{settings['dtype']} {settings['base_weights'].split(':')[-1][:8]}",
+         "lr": settings["lr"], "arm": arm,
+         "seed": job["seed"], "all_pct": pct, "won": won, "n": n, "minus_grpo": None, "games": None,
+         "train_wins": None, "train_s": job.get("train_s"), "eval_s": job.get("eval_s")}
+    if job.get("iters"):
+        per_iter = settings["group_size"] * settings["tasks_per_iter"]
+        wins = sum(round(i["train_success"] * per_iter) for i in job["iters"])  # success is a share of per_iter
+        r["train_wins"] = (wins, per_iter * len(job["iters"]))
+    if grpo is not None and job is not grpo:
+        r["minus_grpo"] = pct - grpo["table"]["success_pct"]["All"]
+        theirs = grpo["table"].get("won_by_task")
+        if won_by and theirs:
+            games = won_by.keys() & theirs.keys()
+            b = sum(won_by[g] and not theirs[g] for g in games)
+            c = sum(theirs[g] and not won_by[g] for g in games)
+            r["games"] = (b, c, sign_test_p(b, c))
+    return r
+
+
+def rows_of(study: Path) -> list[dict]:
+    settings = json.loads((study / "settings.json").read_text())
+    jobs = jobs_of(study)
+    grpo = {j["seed"]: j for j in jobs if j["variant"] == "grpo"}
+    return [row(study, settings, j, grpo.get(j["seed"])) for j in jobs]
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| study | base weights | lr | arm | seed | unseen All % (won) | minus GRPO "
+             "| games only arm / only GRPO (p) | training wins | train s | play s |", "|---" * 11 + "|"]
+    for r in rows:
+        minus = "-" if r["minus_grpo"] is None else _pts(r["minus_grpo"])
+        games = "-" if r["games"] is None else f"{r['games'][0]} / {r['games'][1]} ({r['games'][2]:.2g})"
+        wins = "-" if r["train_wins"] is None else f"{r['train_wins'][0]} / {r['train_wins'][1]}"
+        secs = ["-" if s is None else f"{s:,.0f}" for s in (r["train_s"], r["eval_s"])]
+        lines.append(f"| {r['study']} | {r['weights']} | {r['lr']:g} | {r['arm']} | {r['seed']} | "
+                     f"{r['all_pct']:.1f} ({r['won']} / {r['n']}) | {minus} | {games} | {wins} | "
+                     f"{secs[0]} | {secs[1]} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("studies", nargs="*", type=Path, help="study folders (default: bench/results/smollm2_study*/)")
+    args = p.parse_args(argv)
+    studies = args.studies or sorted(d for d in RESULTS.glob("smollm2_study*") if (d / "settings.json").is_file())
+    if not studies:
+        p.error(f"no study folders (looked for {RESULTS}/smollm2_study*/settings.json)")
+    print(table([r for s in studies for r in rows_of(s)]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""bench/smollm2_runs.py: every finished job of the SmolLM2 studies, and the README's copy of that table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SETTINGS = {"dtype": "float32", "base_weights": "sha256:40f8787d9adef6a5", "lr": 1e-5, "group_size": 4,
+            "tasks_per_iter": 4}
+
+
+def _table(won: list[bool]) -> dict:
+    games = {f"g{i}": w for i, w in enumerate(won)}
+    return {"n": {"All": len(won)}, "success_pct": {"All": round(100 * sum(won) / len(won), 2)}, "won_by_task": games}
+
+
+def _job(variant: str, seed: int, won: list[bool], train_success: list[float]) -> dict:
+    return {"variant": variant, "seed": seed, "iters": [{"train_success": x} for x in train_success],
+            "train_s": 1234.5, "eval_s": 99.4, "table": _table(won)}
+
+
+def test_rows_pair_each_job_with_grpo_of_its_seed_and_count_games_and_training_wins(tmp_path, bench_module, capsys):
+    runs = bench_module("smollm2_runs")
+    study = tmp_path / "smollm2_study_x"
+    (study / "runs" / "grpo-s0").mkdir(parents=True)  # a run folder: not a job
+    (study / "settings.json").write_text(json.dumps(SETTINGS))
+    t_arm = "opid:" + bench_module("comparisons").T_SETTINGS
+    grpo0 = [True, True, False, False, False, False, False, False]
+    t0 = [True, False, True, True, True, False, False, False]  # only T: 3 games, only GRPO: 1
+    files = {"grpo-s0": _job("grpo", 0, grpo0, [0.0625, 0.0, 0.125]),
+             "T-s0": _job(t_arm, 0, t0, [0.0625, 0.0625, 0.0]),
+             "T-s1": _job(t_arm, 1, grpo0, [0.0, 0.0, 0.0]),  # no GRPO job of seed 1 yet: unpaired
+             "base-s0": _table(t0), "base-headroom": {"table": _table(t0), "teacher_table": _table(t0)}}
+    for name, rec in files.items():
+        (study / "runs" / f"{name}.json").write_text(json.dumps(rec))
+    rows = runs.rows_of(study)
+    assert [(r["arm"], r["seed"]) for r in rows] == [("base (no RL)", 0), ("grpo", 0), ("T", 0), ("T", 1)]
+    base, grpo, t, t1 = rows
+    assert (t["won"], t["minus_grpo"], t["games"]) == (4, 25.0, (3, 1, 0.625))  # sign test: 2 * 5/16
+    assert grpo["minus_grpo"] is None and grpo["games"] is None
+    assert (grpo["train_wins"], t["train_wins"]) == ((3, 48), (2, 48))  # shares of 16 episodes per iteration
+    assert base["train_wins"] is None and base["games"] == (3, 1, 0.625) and t1["minus_grpo"] is None
+    assert runs.main([str(study)]) == 0
+    out = capsys.readouterr().out
+    assert ("| smollm2_study_x | float32 40f8787d | 1e-05 | T | 0 | 50.0 (4 / 8) | +25.0 | 3 / 1 (0.62) | 2 / 48 | "
+            "1,234 | 99 |") in out
+    assert "| smollm2_study_x | float32 40f8787d | 1e-05 | T | 1 | 25.0 (2 / 8) | - | - | 0 / 48 |" in out
+
+
+def test_the_readme_holds_the_table_the_script_prints_from_the_repos_studies(capsys, bench_module):
+    """Commit a finished job's runs/*.json and the README's table must be pasted again."""
+    assert bench_module("smollm2_runs").main([]) == 0
+    table = capsys.readouterr().out.strip()
+    assert table.count("\n") >= 8, table  # the bf16 studies' jobs alone fill eight rows
+    readme = "\n".join(line.strip() for line in (REPO / "README.md").read_text().splitlines())  # list indent
+    assert table in readme, "README's SmolLM2 table stale: paste `python bench/smollm2_runs.py` (indented 2 spaces)"
