@@ -1,12 +1,13 @@
 """Every finished job of the SmolLM2-135M learning studies (bench/smollm2_study.sh), one row each: the README's table.
 
-Why: those studies run for days in pieces on several machines, each folder one base and one learning rate, and
-their figures were quoted only in prose. This reads the cached jobs the studies commit (OUT/runs/*.json, beside
-OUT/settings.json) and prints one markdown table: per study its base's dtype and weights fingerprint and the lr;
-per job its unseen-panel success (no skills), the difference to GRPO's job of the same seed in the same study, the
-games only it / only that GRPO job won with the sign test's p (bench/learning_report.py), its training wins and
-its training and play seconds. A study's jobs share one base and one play seed per seed, so only rows of one study
-and one seed are paired; across studies the bases differ (another dtype or another CPU's rounding).
+Why: those studies run for days in pieces on several machines, each folder one base and one learning rate, and their
+figures were quoted only in prose. This reads the cached jobs the studies commit (OUT/runs/*.json, beside
+OUT/settings.json) and prints one markdown table: per study its base's dtype and weights fingerprint and the lr; per
+job its unseen-panel success (no skills), the difference to GRPO's job of the same seed in the same study, the games
+only it / only that GRPO job won with the sign test's p (bench/learning_report.py), its agreement with the env
+expert's next command over the panel's steps (Agree %), its training wins and its training and play seconds. A
+study's jobs share one base and one play seed per seed, so only rows of one study and one seed are paired; across
+studies the bases differ (another dtype or another CPU's rounding).
 
     python bench/smollm2_runs.py [STUDY_DIR ...]     # default: bench/results/smollm2_study*/
 """
@@ -51,7 +52,8 @@ def row(study: Path, settings: dict, job: dict, grpo: dict | None) -> dict:
     arm = job["variant"] if job["variant"] in (BASE, "grpo") else short_label(job["variant"])
     r = {"study": study.name, "weights": f"{settings['dtype']} {settings['base_weights'].split(':')[-1][:8]}",
          "lr": settings["lr"], "arm": arm,
-         "seed": job["seed"], "all_pct": pct, "won": won, "n": n, "minus_grpo": None, "games": None,
+         "seed": job["seed"], "all_pct": pct, "won": won, "n": n, "agree": t.get("expert_agreement_pct"),
+         "minus_grpo": None, "games": None,
          "train_wins": None, "train_s": job.get("train_s"), "eval_s": job.get("eval_s")}
     if job.get("iters"):
         per_iter = settings["group_size"] * settings["tasks_per_iter"]
@@ -77,14 +79,15 @@ def rows_of(study: Path) -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     lines = ["| study | base weights | lr | arm | seed | unseen All % (won) | minus GRPO "
-             "| games only arm / only GRPO (p) | training wins | train s | play s |", "|---" * 11 + "|"]
+             "| games only arm / only GRPO (p) | Agree % | training wins | train s | play s |", "|---" * 12 + "|"]
     for r in rows:
         minus = "-" if r["minus_grpo"] is None else _pts(r["minus_grpo"])
         games = "-" if r["games"] is None else f"{r['games'][0]} / {r['games'][1]} ({r['games'][2]:.2g})"
+        agree = "-" if r["agree"] is None else f"{r['agree']:.1f}"
         wins = "-" if r["train_wins"] is None else f"{r['train_wins'][0]} / {r['train_wins'][1]}"
         secs = ["-" if s is None else f"{s:,.0f}" for s in (r["train_s"], r["eval_s"])]
         lines.append(f"| {r['study']} | {r['weights']} | {r['lr']:g} | {r['arm']} | {r['seed']} | "
-                     f"{r['all_pct']:.1f} ({r['won']} / {r['n']}) | {minus} | {games} | {wins} | "
+                     f"{r['all_pct']:.1f} ({r['won']} / {r['n']}) | {minus} | {games} | {agree} | {wins} | "
                      f"{secs[0]} | {secs[1]} |")
     return "\n".join(lines)
 

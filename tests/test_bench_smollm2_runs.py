@@ -12,7 +12,8 @@ SETTINGS = {"dtype": "float32", "base_weights": "sha256:40f8787d9adef6a5", "lr":
 
 def _table(won: list[bool]) -> dict:
     games = {f"g{i}": w for i, w in enumerate(won)}
-    return {"n": {"All": len(won)}, "success_pct": {"All": round(100 * sum(won) / len(won), 2)}, "won_by_task": games}
+    return {"n": {"All": len(won)}, "success_pct": {"All": round(100 * sum(won) / len(won), 2)}, "won_by_task": games,
+            "expert_agreement_pct": 31.25}
 
 
 def _job(variant: str, seed: int, won: list[bool], train_success: list[float]) -> dict:
@@ -43,9 +44,9 @@ def test_rows_pair_each_job_with_grpo_of_its_seed_and_count_games_and_training_w
     assert base["train_wins"] is None and base["games"] == (3, 1, 0.625) and t1["minus_grpo"] is None
     assert runs.main([str(study)]) == 0
     out = capsys.readouterr().out
-    assert ("| smollm2_study_x | float32 40f8787d | 1e-05 | T | 0 | 50.0 (4 / 8) | +25.0 | 3 / 1 (0.62) | 2 / 48 | "
-            "1,234 | 99 |") in out
-    assert "| smollm2_study_x | float32 40f8787d | 1e-05 | T | 1 | 25.0 (2 / 8) | - | - | 0 / 48 |" in out
+    assert ("| smollm2_study_x | float32 40f8787d | 1e-05 | T | 0 | 50.0 (4 / 8) | +25.0 | 3 / 1 (0.62) | 31.2 | "
+            "2 / 48 | 1,234 | 99 |") in out
+    assert "| smollm2_study_x | float32 40f8787d | 1e-05 | T | 1 | 25.0 (2 / 8) | - | - | 31.2 | 0 / 48 |" in out
 
 
 def test_the_readme_holds_the_table_the_script_prints_from_the_repos_studies(capsys, bench_module):
