@@ -4,9 +4,9 @@ Why: those studies run for days in pieces on several machines, each folder one b
 figures were quoted only in prose. This reads the cached jobs the studies commit (OUT/runs/*.json, beside
 OUT/settings.json) and prints one markdown table: per study its base's dtype and weights fingerprint and the lr; per
 job its unseen-panel success (no skills), the difference to GRPO's job of the same seed in the same study, the games
-only it / only that GRPO job won with the sign test's p (bench/learning_report.py), its agreement with the env
-expert's next command over the panel's steps (Agree %), its training wins and its training and play seconds. A
-study's jobs share one base and one play seed per seed, so only rows of one study and one seed are paired; across
+only it / only that GRPO job won with the sign test's p (bench/learning_report.py's per_game), its agreement with
+the env expert's next command over the panel's steps (Agree %), its training wins and its training and play seconds.
+A study's jobs share one base and one play seed per seed, so only rows of one study and one seed are paired; across
 studies the bases differ (another dtype or another CPU's rounding).
 
     python bench/smollm2_runs.py [STUDY_DIR ...]     # default: bench/results/smollm2_study*/
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or imported by the tests
 from comparisons import _pts, short_label  # noqa: E402
-from learning_report import sign_test_p  # noqa: E402
+from learning_report import per_game  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BASE = "base (no RL)"
@@ -61,12 +61,9 @@ def row(study: Path, settings: dict, job: dict, grpo: dict | None) -> dict:
         r["train_wins"] = (wins, per_iter * len(job["iters"]))
     if grpo is not None and job is not grpo:
         r["minus_grpo"] = pct - grpo["table"]["success_pct"]["All"]
-        theirs = grpo["table"].get("won_by_task")
-        if won_by and theirs:
-            games = won_by.keys() & theirs.keys()
-            b = sum(won_by[g] and not theirs[g] for g in games)
-            c = sum(theirs[g] and not won_by[g] for g in games)
-            r["games"] = (b, c, sign_test_p(b, c))
+        g = per_game([job, grpo], job["variant"]).get(str(job["seed"]))  # {} where either lacks won_by_task
+        if g:
+            r["games"] = (g["only_variant"], g["only_baseline"], g["p_sign"])
     return r
 
 
