@@ -1,0 +1,157 @@
+"""Where a policy's ALFWorld games are lost: ill-formed commands, the task's object never picked up, or picked up
+and not placed.
+
+Why: in the SmolLM2 study T takes the expert's command on more steps than GRPO and wins no more games; a share of
+agreeing steps cannot say whether a policy fails to find the object, fails after holding it, or writes commands
+the game cannot parse. This reads the episodes a play or a training run already wrote and counts, per source:
+
+* ill-formed commands: not in ALFWorld 0.4's command grammar ('go to X N', 'take O N from R N', 'move O N to
+  R N', 'open/close/examine/use X N', 'heat/cool/clean/slice O N with R N', 'look', 'inventory'); the game
+  answers them "Nothing happens.";
+* games where the agent picked the task's object up: it issued 'take <object> N from ...' (the object class is
+  the task id's second field) and the game took it. The records keep no observations, so "took it" is read off
+  the env's plan (`expert_next`): the take was the plan itself, or the plan changed after it (a refused take
+  changes no state, and the plan is a function of the state), and how many of those games it won.
+
+Sources: a bench/learning.py run folder (its panel play `play_chunks.jsonl`, and its training episodes
+`opid_skills/iter_*.jsonl`, one row per iteration; training dumps keep no plans, so only their commands are
+counted) or an opid-eval --output folder (episodes.jsonl; teacher_episodes.jsonl after --skills oracle).
+
+    python bench/play_phases.py DIR [DIR ...] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from opid_rllib.eval.panel import read_plays
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from comparisons import short_label  # noqa: E402
+
+PLAY_CHUNKS = "play_chunks.jsonl"   # bench/learning.py's name for a run's panel play
+_NAME = r"[a-z]+ \d+"
+GRAMMAR = tuple(re.compile(p) for p in (
+    rf"go to {_NAME}", rf"take {_NAME} from {_NAME}", rf"move {_NAME} to {_NAME}",
+    rf"(?:open|close|examine|use) {_NAME}", rf"(?:heat|cool|clean|slice) {_NAME} with {_NAME}", "look", "inventory"))
+
+
+def well_formed(command: str) -> bool:
+    command = " ".join(str(command).split())
+    return any(g.fullmatch(command) for g in GRAMMAR)
+
+
+def task_object(task_id: str) -> str:
+    """'look_at_obj_in_light-Book-None-FloorLamp-202/trial_s1' -> 'book'."""
+    parts = str(task_id).split("-")
+    if len(parts) < 2 or not parts[1]:
+        raise ValueError(f"task_id {task_id!r} is not an ALFWorld game id (type-Object-...): this count is for "
+                         "ALFWorld plays only")
+    return parts[1].lower()
+
+
+def picked_up(episode: dict[str, Any]) -> bool:
+    """Whether the game took the task's object from the agent at some step (see the module docstring)."""
+    take = f"take {task_object(episode['task_id'])} "
+    actions, plans = episode.get("actions") or [], episode.get("expert_next") or []
+    for t, action in enumerate(actions):
+        action = " ".join(str(action).split())
+        if not action.startswith(take) or t >= len(plans):
+            continue
+        if action == plans[t] or (t + 1 < len(plans) and plans[t + 1] != plans[t]):
+            return True
+    return False
+
+
+def count(episodes: Sequence[dict[str, Any]], plans: bool = True) -> dict[str, Any]:
+    commands = [" ".join(str(a).split()) for e in episodes for a in e.get("actions") or []]
+    bad = [a for a in commands if not well_formed(a)]
+    row: dict[str, Any] = {"games": len(episodes), "won": sum(bool(e.get("won")) for e in episodes),
+                           "commands": len(commands), "ill_formed": len(bad),
+                           "ill_formed_takes": sum(a.startswith("take ") for a in bad),
+                           "games_with_ill_formed": sum(any(not well_formed(a) for a in e.get("actions") or [])
+                                                        for e in episodes)}
+    if plans:
+        held = [e for e in episodes if picked_up(e)]
+        row.update(picked_up=len(held), won_after_pick_up=sum(bool(e.get("won")) for e in held))
+    return row
+
+
+def read_chunks(path: Path) -> list[dict[str, Any]]:
+    """The games of the last play a chunk file holds (its lines of the last key, one per chunk)."""
+    lines = []
+    for line in path.read_text().splitlines():
+        try:
+            lines.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut by a kill
+            continue
+    if not lines:
+        return []
+    key = lines[-1]["key"]
+    chunks = {int(c["chunk"]): c["records"] for c in lines if c.get("key") == key}
+    return [r for k in sorted(chunks) for r in chunks[k]]
+
+
+def rows(folder: str | Path) -> list[tuple[str, dict[str, Any]]]:
+    folder = Path(folder)
+    out: list[tuple[str, dict[str, Any]]] = []
+    if (folder / PLAY_CHUNKS).exists():
+        out.append(("panel play", count(read_chunks(folder / PLAY_CHUNKS))))
+    for f in sorted((folder / "opid_skills").glob("iter_*.jsonl")):
+        episodes = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        out.append((f"training iteration {int(f.stem.split('_')[-1])}", count(episodes, plans=False)))
+    for role, episodes in read_plays(folder).items():
+        out.append((f"opid-eval {role}", count(episodes)))
+    if not out:
+        raise SystemExit(f"{folder}: neither a bench/learning.py run folder ({PLAY_CHUNKS}, opid_skills/) nor an "
+                         "opid-eval --output folder (episodes.jsonl); pass one of those")
+    return out
+
+
+def label(folder: str | Path) -> str:
+    """A run folder by its arm and seed (from the job record beside it, `<folder>.json`), else by its name."""
+    folder = Path(folder)
+    record = folder.with_name(folder.name + ".json")
+    if record.exists():
+        job = json.loads(record.read_text())
+        variant = job.get("variant", folder.name)
+        return f"{variant if variant == 'grpo' else short_label(variant)} s{job.get('seed', '?')}"
+    return folder.name
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{100 * n / d:.1f}" if d else "-"
+
+
+def table(results: dict[str, list[tuple[str, dict[str, Any]]]]) -> Iterable[str]:
+    yield ("| source | episodes | won | picked up the object | won of those | commands | ill-formed % "
+           "| of them takes | episodes with one |")
+    yield "|---|---|---|---|---|---|---|---|---|"
+    for folder, found in results.items():
+        for what, r in found:
+            held = r.get("picked_up")
+            yield (f"| {label(folder)} {what} | {r['games']} | {r['won']} | {'-' if held is None else held} | "
+                   f"{'-' if held is None else r['won_after_pick_up']} | {r['commands']:,} | "
+                   f"{_pct(r['ill_formed'], r['commands'])} ({r['ill_formed']}) | {r['ill_formed_takes']} | "
+                   f"{r['games_with_ill_formed']} |")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folders", nargs="+", help="bench/learning.py run folders or opid-eval --output folders")
+    ap.add_argument("--json", default=None, help="also write the counts here")
+    args = ap.parse_args(argv)
+    results = {f: rows(f) for f in args.folders}
+    print("\n".join(table(results)))
+    if args.json:
+        Path(args.json).write_text(json.dumps({f: dict(r) for f, r in results.items()}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,169 @@
+"""Does quoting the student's command in a step skill ("... instead of 'Y'.") make the teacher more likely to say Y?
+
+Why: OPID's step-skill term raises each sampled token by Delta = log pi(y | x + skill) - log pi(y | x). The analyzer's
+off-plan step skill quotes the sampled command itself, and a small model copies what its prompt shows; if the quote
+raises Y's tokens, the skill term pushes the student toward the very command the skill tells it to leave. In the
+float32 SmolLM2 study T wrote 4.6 times as many ill-formed commands on the unseen panel as GRPO
+(`bench/play_phases.py`); this measures the mechanism on that play's own steps.
+
+It replays a play's games in the env (the records hold commands, not observations; a replay whose plan disagrees
+with the recorded `expert_next` is dropped and counted), and at each off-plan step (once per game and command; games in a
+seeded random order) scores the recorded response
+under three prompts with a given policy: plain, + the analyzer's sentence "At this point, X instead of 'Y'.", and +
+the same sentence without the quote "At this point, X.". Steps are split into ill-formed commands
+(`play_phases.well_formed`) and well-formed ones.
+
+    python bench/skill_copy_probe.py --policy MODEL_DIR --play RUN_FOLDER [--max-steps-per-kind 40] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from play_phases import PLAY_CHUNKS, read_chunks, well_formed  # noqa: E402
+
+
+def token_logprobs(model, tokenizer, prompts: list[str], response: str, max_prompt_len: int) -> list[np.ndarray]:
+    """log pi(y_l | prompt, y_<l) of the response's tokens under each prompt (the package's own layout)."""
+    import torch
+
+    from opid_rllib.prompts.chat import encode_prompts
+    from opid_rllib.token_logprobs import pack, response_logprobs
+
+    ids, _ = encode_prompts(tokenizer, prompts, max_prompt_len)
+    resp = tokenizer(response, add_special_tokens=False)["input_ids"]
+    b = pack(ids, [resp] * len(ids), tokenizer.pad_token_id or 0)
+    with torch.no_grad():
+        lp, _ = response_logprobs(model, *(torch.as_tensor(b[k]) for k in
+                                         ("prompt_ids", "prompt_len", "response_ids", "response_len")))
+    return [row[: len(resp)].float().numpy() for row in lp]
+
+
+def divergence_token(tokenizer, response: str, action: str, plan: str) -> int | None:
+    """Index of the response token where the command leaves the plan (the first differing character), or None
+    where the command cannot be found in the response."""
+    start = response.find(action)
+    if start < 0:
+        return None
+    common = 0
+    while common < min(len(action), len(plan)) and action[common] == plan[common]:
+        common += 1
+    char = start + common
+    offsets = tokenizer(response, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    return next((i for i, (_, end) in enumerate(offsets) if end > char), None)
+
+
+def skills_for(action: str, plan: str) -> tuple[str, str]:
+    """(the analyzer's off-plan sentence, the same without the quote), in the analyzer's own words."""
+    from opid_rllib.analyzer.hindsight import _imperative, _keep_sentence, _quote
+
+    quoted = f"At this point, {_imperative(plan)} instead of {_quote(action)}."
+    return quoted, _keep_sentence(plan)
+
+
+def probe(model, tokenizer, episodes, *, env_kwargs, history_length: int, max_per_kind: int, max_prompt_len: int):
+    import envs
+    from opid_rllib.prompts import build_prompt, insert_skills
+
+    out = {"ill_formed": [], "well_formed": []}
+    counts = {"episodes": 0, "replay_mismatch": 0}
+    env = envs.make("alfworld", **env_kwargs)
+    seen: set[tuple[str, str]] = set()   # a loop repeats one command: score it once per game
+    order = np.random.default_rng(0).permutation(len(episodes))  # all task types, not the panel's first
+    for e in (episodes[i] for i in order):
+        if all(len(v) >= max_per_kind for v in out.values()):
+            break
+        obs, info = env.reset(options={"task_id": e["task_id"]})
+        history: list[tuple[str, str]] = []
+        counts["episodes"] += 1
+        for t, (action, response) in enumerate(zip(e["actions"], e["responses"])):
+            plan = (info.get("expert_actions") or [None])[0]
+            if plan != e["expert_next"][t]:
+                counts["replay_mismatch"] += 1
+                break
+            kind = "well_formed" if well_formed(action) else "ill_formed"
+            if plan and action != plan and len(out[kind]) < max_per_kind and (e["task_id"], action) not in seen:
+                seen.add((e["task_id"], action))
+                prompt = build_prompt("alfworld", task=info.get("task", ""), obs=obs, history=history,
+                                      admissible=list(info.get("admissible_actions", [])), step=len(history),
+                                      history_length=history_length)
+                quoted, plain_skill = skills_for(action, plan)
+                lp0, lpq, lpn = token_logprobs(model, tokenizer, [prompt, insert_skills(prompt, step_skill=quoted),
+                                                                  insert_skills(prompt, step_skill=plain_skill)],
+                                               response, max_prompt_len)
+                out[kind].append({"task_id": e["task_id"], "step": t, "action": action, "plan": plan,
+                                  "divergence": divergence_token(tokenizer, response, action, plan),
+                                  "delta_quoted": (lpq - lp0).tolist(), "delta_unquoted": (lpn - lp0).tolist()})
+            history.append((obs, action))  # as the env runner keeps it: the observation the command answered
+            obs, _, term, trunc, info = env.step(action)
+            if term or trunc:
+                break
+    return out, counts
+
+
+def summary(steps: list[dict]) -> dict:
+    """Per kind of step: how the quoted and the unquoted skill move the sampled command's tokens."""
+    if not steps:
+        return {"steps": 0}
+    split = [s for s in steps if s["divergence"] is not None]
+    row = {"steps": len(steps), "with_divergence": len(split)}
+    for which in ("quoted", "unquoted"):
+        d = [np.asarray(s[f"delta_{which}"]) for s in steps]
+        at = [s[f"delta_{which}"][s["divergence"]] for s in split]
+        after = [float(np.sum(s[f"delta_{which}"][s["divergence"] + 1:])) for s in split]
+        row[which] = {"seq_sum_median": round(float(np.median([x.sum() for x in d])), 3),
+                      "seq_pos_frac": round(float(np.mean([x.sum() > 0 for x in d])), 3),
+                      # the token where the command leaves the plan, and the rest of the response after it
+                      "at_divergence_median": round(float(np.median(at)), 3) if at else None,
+                      "after_divergence_median": round(float(np.median(after)), 3) if after else None,
+                      "after_divergence_pos_frac": round(float(np.mean([a > 0 for a in after])), 3) if after
+                      else None}
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--policy", required=True, help="the model folder that played (a run's policy/)")
+    ap.add_argument("--play", required=True, help=f"a bench/learning.py run folder holding {PLAY_CHUNKS}")
+    ap.add_argument("--env-kwargs", default='{"expert": "sweep"}', help="the play's env settings (JSON)")
+    ap.add_argument("--panel", default="alfworld/valid_unseen@v1")
+    ap.add_argument("--history-length", type=int, default=2)
+    ap.add_argument("--max-prompt-len", type=int, default=2048)
+    ap.add_argument("--max-steps-per-kind", type=int, default=40)
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--torch-threads", type=int, default=1)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    import torch
+
+    from envs.panels import get_panel
+    from opid_rllib.models.resolve import load_model, load_tokenizer
+
+    torch.set_num_threads(args.torch_threads)
+    panel = get_panel(args.panel)
+    env_kwargs = {**dict(panel.env_kwargs), **json.loads(args.env_kwargs), "split": panel.split, "max_steps": 30}
+    episodes = read_chunks(Path(args.play) / PLAY_CHUNKS)
+    if not episodes or "responses" not in episodes[0]:
+        raise SystemExit(f"--play {args.play}: no {PLAY_CHUNKS} with responses there")
+    model, tok = load_model(args.policy, args.dtype).eval(), load_tokenizer(args.policy)
+    t0 = time.time()
+    steps, counts = probe(model, tok, episodes, env_kwargs=env_kwargs, history_length=args.history_length,
+                          max_per_kind=args.max_steps_per_kind, max_prompt_len=args.max_prompt_len)
+    result = {"policy": str(args.policy), "play": str(args.play), **counts, "seconds": round(time.time() - t0, 1),
+              **{k: summary(v) for k, v in steps.items()}}
+    print(json.dumps(result, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps({**result, "steps_detail": steps}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,70 @@
+"""bench/play_phases.py: ill-formed commands and picking the task's object up, from a run's or an eval's episodes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+TASK = "pick_heat_then_place_in_recep-Tomato-None-CounterTop-10/trial_1"
+
+
+def _ep(actions, plans, won=False, task_id=TASK):
+    return {"task_id": task_id, "won": won, "length": len(actions), "actions": actions, "expert_next": plans}
+
+
+EPISODES = [
+    # the plan's own take, then the plan moves on: picked up, won
+    _ep(["go to countertop 1", "take tomato 1 from countertop 1", "heat tomato 1 with microwave 1"],
+        ["go to countertop 1", "take tomato 1 from countertop 1", "go to microwave 1"], won=True),
+    # a take off the plan the game refused: the plan stays the same, so not picked up
+    _ep(["take tomato 2 from fridge 1", "go to fridge 1"], ["go to countertop 1", "go to countertop 1"]),
+    # a take off the plan the game accepted (another tomato): the plan changed after it
+    _ep(["take tomato 2 from sinkbasin 1", "go to cabinet 1"], ["go to countertop 1", "go to microwave 1"]),
+    # ill-formed: no instance number, and a take of another object class (not the task's)
+    _ep(["take tomato from countertop 1", "take  apple 1 from countertop 1", "go to countertop 1"],
+        ["take tomato 1 from countertop 1", "take tomato 1 from countertop 1", "go to countertop 1"]),
+]
+
+
+def test_counts_pick_ups_read_off_the_plan_and_ill_formed_commands(bench_module):
+    pp = bench_module("play_phases")
+    assert pp.well_formed("move tomato 1 to countertop 2") and pp.well_formed("look")
+    assert not pp.well_formed("take tomato from countertop 1") and not pp.well_formed("go to sidethe couch")
+    assert [pp.picked_up(e) for e in EPISODES] == [True, False, True, False]
+    row = pp.count(EPISODES)
+    assert row == {"games": 4, "won": 1, "commands": 10, "ill_formed": 1, "ill_formed_takes": 1,
+                   "games_with_ill_formed": 1, "picked_up": 2, "won_after_pick_up": 1}
+    with pytest.raises(ValueError, match="ALFWorld"):
+        pp.picked_up(_ep(["take x 1 from y 1"], ["take x 1 from y 1"], task_id="q17"))
+
+
+def test_reads_a_run_folder_and_an_eval_folder_and_labels_the_arm(tmp_path, bench_module, capsys):
+    pp = bench_module("play_phases")
+    run = tmp_path / "runs" / "opid_w-s1"
+    (run / "opid_skills").mkdir(parents=True)
+    old = {"key": "old", "chunk": 0, "task_ids": [TASK], "records": [EPISODES[0]] * 3}
+    lines = [old] + [{"key": "k", "chunk": k, "task_ids": [TASK], "records": [e]} for k, e in enumerate(EPISODES)]
+    text = "\n".join(json.dumps(x) for x in lines) + '\n{"key": "k", "chunk": 9, "reco'  # a line cut by a kill
+    (run / "play_chunks.jsonl").write_text(text)
+    (run / "opid_skills" / "iter_00002.jsonl").write_text(
+        "\n".join(json.dumps({"actions": e["actions"], "won": e["won"]}) for e in EPISODES[2:]) + "\n")
+    t_arm = "opid:" + bench_module("comparisons").T_SETTINGS
+    (tmp_path / "runs" / "opid_w-s1.json").write_text(json.dumps({"variant": t_arm, "seed": 1}))
+    ev = tmp_path / "eval"
+    ev.mkdir()
+    (ev / "episodes.jsonl").write_text(json.dumps(EPISODES[0]) + "\n")
+
+    found = pp.rows(run)
+    assert [w for w, _ in found] == ["panel play", "training iteration 2"]
+    assert found[0][1]["games"] == 4 and found[0][1]["picked_up"] == 2     # the old key's 3 games are not read
+    assert found[1][1] == {"games": 2, "won": 0, "commands": 5, "ill_formed": 1, "ill_formed_takes": 1,
+                           "games_with_ill_formed": 1}                 # no plans in training dumps
+    assert pp.main([str(run), str(ev), "--json", str(tmp_path / "out.json")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[2] == "| T s1 panel play | 4 | 1 | 2 | 1 | 10 | 10.0 (1) | 1 | 1 |"
+    assert out[3].startswith("| T s1 training iteration 2 | 2 | 0 | - | - | 5 | 20.0 (1) |")
+    assert out[4] == "| eval opid-eval student | 1 | 1 | 1 | 1 | 3 | 0.0 (0) | 0 | 0 |"
+    assert json.loads((tmp_path / "out.json").read_text())[str(ev)]["opid-eval student"]["picked_up"] == 1
+    with pytest.raises(SystemExit, match="neither"):
+        pp.rows(tmp_path / "nothing")
