@@ -20,6 +20,8 @@
 #                              # grpo: GRPO alone; shuffled: T with shuffled skills alone (one arm per sitting)
 #   ANCHOR=1 ...               # also T with the teacher anchor at c_A = 1 (teacher_anchor_coeff: KL to the base on
 #                              # the skill prompt, which keeps the skill teacher the base's), after the arms above
+#   UNQUOTED=1 ...             # also T whose step skills do not quote the command they correct
+#                              # (analyzer.quote_sampled=false; bench/skill_copy_probe.py says why), after the above
 #   ITERS=6 DTYPE=bfloat16 THREADS=2 ...   # DTYPE=bfloat16 is refused on a CPU without AVX512-BF16/AMX
 #                              # unless SLOW_BF16=1 (or REPORT=1, which trains nothing)
 #   HEADROOM=PLAY/results.json ...   # the base's oracle play, read as the study's teacher table instead of
@@ -53,6 +55,7 @@ case ${ARMS:-grpo_t} in
      exit 2 ;;
 esac
 [ -z "${ANCHOR:-}" ] || VARIANTS="$VARIANTS,$T_ARM+teacher_anchor_coeff=$ANCHOR"
+[ -z "${UNQUOTED:-}" ] || VARIANTS="$VARIANTS,$T_ARM+analyzer.quote_sampled=false"
 PANEL=alfworld/valid_unseen@v1
 PLAYED=$(play_dir "$BASE" "$PANEL")/results.json
 HEADROOM=${HEADROOM:-$([ -f "$PLAYED" ] && echo "$PLAYED" || true)}

@@ -66,3 +66,11 @@ def test_the_readme_ledger_is_what_the_script_prints_from_the_repos_results(caps
     assert table in readme, "README ledger stale: paste `python bench/comparisons.py`"
     noise = next(line for line in out.splitlines() if line.startswith("per-seed differences to GRPO"))
     assert noise in " ".join(readme.split()), "README's seed-noise line stale: paste it from bench/comparisons.py"
+
+
+def test_short_labels_name_the_t_arm_and_its_variants(bench_module):
+    cmp = bench_module("comparisons")
+    t = "opid:" + cmp.T_SETTINGS
+    assert cmp.short_label(t) == "T"
+    assert cmp.short_label(t + "+teacher_anchor_coeff=1") == "T+c_A=1"
+    assert cmp.short_label(t + "+analyzer.quote_sampled=false") == "T+unquoted"

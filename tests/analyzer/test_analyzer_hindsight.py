@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from traj_factory import FAILURE_ROWS, SUCCESS_ROWS, make_traj
 
 from opid_rllib.analyzer import HindsightAnalyzer, TrajectoryRecord, make_analyzer
@@ -150,3 +152,24 @@ def test_on_plan_step_skills_bad_value_names_the_field():
     for bad in (-1, 1.5, True):
         with pytest.raises(ValueError, match="on_plan_step_skills"):
             make_analyzer("hindsight", on_plan_step_skills=bad)
+
+
+def test_quote_sampled_false_corrects_without_quoting_the_sampled_command(failure_traj):
+    """quote_sampled=False: the step term scores the sampled command under a skill that does not show it (a quoted
+    command raises its own tokens in the teacher: bench/skill_copy_probe.py); the advice is otherwise the same."""
+    quoted = HindsightAnalyzer(max_step_skills=7).analyze(failure_traj).step_skills
+    bare = HindsightAnalyzer(max_step_skills=7, quote_sampled=False).analyze(failure_traj).step_skills
+    assert quoted[1] == "At this point, take mug 1 from countertop 1 instead of 'go to cabinet 1'."
+    assert bare[1] == "At this point, take mug 1 from countertop 1."
+    assert sorted(bare) == sorted(quoted) and bare[4] == quoted[4]            # same steps; the format rule as is
+    sampled = {s.action for s in failure_traj.steps}
+    assert not [t for t in bare.values() for a in sampled if f"'{a}'" in t]
+    rows = [(a, o, None, v) for a, o, _, v in FAILURE_ROWS]                    # no expert: loops and admissibility
+    traj = make_traj(rows, success=False, env_name="searchqa")
+    bare = HindsightAnalyzer(quote_sampled=False).analyze(traj).step_skills
+    assert bare[2].startswith("Stop repeating the last command;")
+    assert bare[5] == "Issue a command from the admissible list such as 'go to shelf 1'."
+    assert not [t for t in bare.values() for a in sampled if f"'{a}'" in t]
+    with pytest.raises(ValueError, match="quote_sampled='no': must be true or false"):
+        HindsightAnalyzer(quote_sampled="no")
+    assert make_analyzer("hindsight", quote_sampled=False).quote_sampled is False  # analyzer_config's route
