@@ -61,16 +61,10 @@ def divergence_token(tokenizer, response: str, action: str, plan: str) -> int | 
     return next((i for i, (_, end) in enumerate(offsets) if end > char), None)
 
 
-def skills_for(action: str, plan: str) -> tuple[str, str]:
-    """(the analyzer's off-plan sentence, the same without the quote), in the analyzer's own words."""
-    from opid_rllib.analyzer.hindsight import _imperative, _keep_sentence, _quote
-
-    quoted = f"At this point, {_imperative(plan)} instead of {_quote(action)}."
-    return quoted, _keep_sentence(plan)
-
-
 def probe(model, tokenizer, episodes, *, env_kwargs, history_length: int, max_per_kind: int, max_prompt_len: int):
     import envs
+    from opid_rllib.analyzer.base import StepRecord
+    from opid_rllib.analyzer.hindsight import oracle_step_skill
     from opid_rllib.prompts import build_prompt, insert_skills
 
     out = {"ill_formed": [], "well_formed": []}
@@ -83,9 +77,14 @@ def probe(model, tokenizer, episodes, *, env_kwargs, history_length: int, max_pe
             break
         obs, info = env.reset(options={"task_id": e["task_id"]})
         history: list[tuple[str, str]] = []
+        steps: list[StepRecord] = []
         counts["episodes"] += 1
+        valid = e.get("format_valid") or [True] * len(e["actions"])
         for t, (action, response) in enumerate(zip(e["actions"], e["responses"])):
             plan = (info.get("expert_actions") or [None])[0]
+            step = StepRecord(index=t, observation=obs, response=response, action=action, action_valid=bool(valid[t]),
+                              admissible_actions=list(info.get("admissible_actions", [])),
+                              expert_actions=list(info.get("expert_actions") or []))
             if plan != e["expert_next"][t]:
                 counts["replay_mismatch"] += 1
                 break
@@ -95,13 +94,17 @@ def probe(model, tokenizer, episodes, *, env_kwargs, history_length: int, max_pe
                 prompt = build_prompt("alfworld", task=info.get("task", ""), obs=obs, history=history,
                                       admissible=list(info.get("admissible_actions", [])), step=len(history),
                                       history_length=history_length)
-                quoted, plain_skill = skills_for(action, plan)
+                # the analyzer's own sentences for this step, with and without the quote
+                quoted = oracle_step_skill("alfworld", step, steps)
+                bare = oracle_step_skill("alfworld", step, steps, quote_sampled=False)
                 lp0, lpq, lpn = token_logprobs(model, tokenizer, [prompt, insert_skills(prompt, step_skill=quoted),
-                                                                  insert_skills(prompt, step_skill=plain_skill)],
+                                                                  insert_skills(prompt, step_skill=bare)],
                                                response, max_prompt_len)
                 out[kind].append({"task_id": e["task_id"], "step": t, "action": action, "plan": plan,
+                                  "skill_quoted": quoted, "skill_unquoted": bare,
                                   "divergence": divergence_token(tokenizer, response, action, plan),
                                   "delta_quoted": (lpq - lp0).tolist(), "delta_unquoted": (lpn - lp0).tolist()})
+            steps.append(step)
             history.append((obs, action))  # as the env runner keeps it: the observation the command answered
             obs, _, term, trunc, info = env.step(action)
             if term or trunc:

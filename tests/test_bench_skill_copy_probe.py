@@ -42,9 +42,6 @@ def test_divergence_token_is_where_the_command_leaves_the_plan(bench_module):
     assert start <= response.index("sofa") < end              # the token holding the first differing character
     assert i > 0 and offsets[i - 1][1] <= response.index("sofa")
     assert probe.divergence_token(tok, response, "look", "go to armchair 1") is None
-    quoted, plain = probe.skills_for("take book from sofa 1", "go to armchair 1")
-    assert quoted == "At this point, go to armchair 1 instead of 'take book from sofa 1'."
-    assert plain == "At this point, go to armchair 1."
 
 
 def test_probe_replays_the_play_and_scores_each_kind_once_per_game(bench_module, one_thread):
@@ -61,6 +58,9 @@ def test_probe_replays_the_play_and_scores_each_kind_once_per_game(bench_module,
     assert counts == {"episodes": 1, "replay_mismatch": 0}
     assert [s["action"] for s in steps["well_formed"]] == ["go to sofa 1"]
     assert [s["action"] for s in steps["ill_formed"]] == ["take book from sofa 1"]
+    ill = steps["ill_formed"][0]      # the analyzer's own sentences for the step, with and without the quote
+    assert ill["skill_quoted"] == "At this point, go to armchair 1 instead of 'take book from sofa 1'."
+    assert ill["skill_unquoted"] == "At this point, go to armchair 1."
     for s in steps["well_formed"] + steps["ill_formed"]:
         n = len(tok(_response(s["action"]), add_special_tokens=False)["input_ids"])
         assert len(s["delta_quoted"]) == len(s["delta_unquoted"]) == n

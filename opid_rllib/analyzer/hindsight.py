@@ -221,7 +221,7 @@ class HindsightAnalyzer(Analyzer):
         the same without the quote ("At this point, X."). Why: the step term scores the sampled command under
         the skill prompt, and a model copies what its prompt shows; quoted, the tokens of Y after the first
         one that leaves the plan go up (SmolLM2, float32 study: median +2.4 nats on ill-formed commands,
-        against -2.3 unquoted; `bench/skill_copy_probe.py`), so the term rewards the rest of the command it
+        against -2.5 unquoted; `bench/skill_copy_probe.py`), so the term rewards the rest of the command it
         corrects. Default True keeps every study so far as it ran."""
         super().__init__(max_step_skills=max_step_skills)
         if not isinstance(quote_sampled, bool):
@@ -380,20 +380,22 @@ class HindsightAnalyzer(Analyzer):
         )
 
 
-def oracle_step_skill(env_name: str, step: StepRecord, previous: Sequence[StepRecord] = ()) -> str | None:
+def oracle_step_skill(env_name: str, step: StepRecord, previous: Sequence[StepRecord] = (),
+                      quote_sampled: bool = True) -> str | None:
     """The step skill naming the expert's next action, in the hindsight analyzer's own words, for a
     step the policy has just sampled (`step.action`) but not yet played: skill-headroom evaluation.
 
     Off the plan (or malformed) it is exactly the sentence `HindsightAnalyzer` writes for such a step
     ("At this point, X instead of 'Y'." / the format rule naming X); on the plan, where the analyzer
     writes nothing, the same sentence without the contrast ("At this point, X."). None without a plan.
+    quote_sampled: as `HindsightAnalyzer`'s (False: off the plan too, "At this point, X.").
     """
     if not step.expert_actions:
         return None
     steps = [*previous, step]
     traj = TrajectoryRecord(traj_id="oracle", group_id="oracle", task_id="", task="", task_type="",
                             env_name=env_name, steps=steps)
-    found = HindsightAnalyzer()._step_skill(traj, _step_facts(traj)[-1])
+    found = HindsightAnalyzer(quote_sampled=quote_sampled)._step_skill(traj, _step_facts(traj)[-1])
     if found is not None and found[0] in ("plan", "format"):
         return found[1]
     return _keep_sentence(step.expert_actions[0])
