@@ -29,12 +29,13 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from opid_rllib.eval.chunk_log import last_play
 from opid_rllib.eval.panel import read_plays
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from comparisons import short_label  # noqa: E402
+from learning import PLAY_CHUNKS  # noqa: E402  (a run folder's panel play)
 
-PLAY_CHUNKS = "play_chunks.jsonl"   # bench/learning.py's name for a run's panel play
 _NAME = r"[a-z]+ \d+"
 GRAMMAR = tuple(re.compile(p) for p in (
     rf"go to {_NAME}", rf"take {_NAME} from {_NAME}", rf"move {_NAME} to {_NAME}",
@@ -69,39 +70,24 @@ def picked_up(episode: dict[str, Any]) -> bool:
 
 
 def count(episodes: Sequence[dict[str, Any]], plans: bool = True) -> dict[str, Any]:
-    commands = [" ".join(str(a).split()) for e in episodes for a in e.get("actions") or []]
-    bad = [a for a in commands if not well_formed(a)]
+    per_game = [[" ".join(str(a).split()) for a in e.get("actions") or []] for e in episodes]
+    bad_per_game = [[a for a in game if not well_formed(a)] for game in per_game]
+    bad = [a for game in bad_per_game for a in game]
     row: dict[str, Any] = {"games": len(episodes), "won": sum(bool(e.get("won")) for e in episodes),
-                           "commands": len(commands), "ill_formed": len(bad),
+                           "commands": sum(map(len, per_game)), "ill_formed": len(bad),
                            "ill_formed_takes": sum(a.startswith("take ") for a in bad),
-                           "games_with_ill_formed": sum(any(not well_formed(a) for a in e.get("actions") or [])
-                                                        for e in episodes)}
+                           "games_with_ill_formed": sum(bool(game) for game in bad_per_game)}
     if plans:
         held = [e for e in episodes if picked_up(e)]
         row.update(picked_up=len(held), won_after_pick_up=sum(bool(e.get("won")) for e in held))
     return row
 
 
-def read_chunks(path: Path) -> list[dict[str, Any]]:
-    """The games of the last play a chunk file holds (its lines of the last key, one per chunk)."""
-    lines = []
-    for line in path.read_text().splitlines():
-        try:
-            lines.append(json.loads(line))
-        except json.JSONDecodeError:  # a line cut by a kill
-            continue
-    if not lines:
-        return []
-    key = lines[-1]["key"]
-    chunks = {int(c["chunk"]): c["records"] for c in lines if c.get("key") == key}
-    return [r for k in sorted(chunks) for r in chunks[k]]
-
-
 def rows(folder: str | Path) -> list[tuple[str, dict[str, Any]]]:
     folder = Path(folder)
     out: list[tuple[str, dict[str, Any]]] = []
     if (folder / PLAY_CHUNKS).exists():
-        out.append(("panel play", count(read_chunks(folder / PLAY_CHUNKS))))
+        out.append(("panel play", count(last_play(folder / PLAY_CHUNKS))))
     for f in sorted((folder / "opid_skills").glob("iter_*.jsonl")):
         episodes = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
         out.append((f"training iteration {int(f.stem.split('_')[-1])}", count(episodes, plans=False)))

@@ -7,11 +7,10 @@ float32 SmolLM2 study T wrote 4.6 times as many ill-formed commands on the unsee
 (`bench/play_phases.py`); this measures the mechanism on that play's own steps.
 
 It replays a play's games in the env (the records hold commands, not observations; a replay whose plan disagrees
-with the recorded `expert_next` is dropped and counted), and at each off-plan step (once per game and command; games in a
-seeded random order) scores the recorded response
-under three prompts with a given policy: plain, + the analyzer's sentence "At this point, X instead of 'Y'.", and +
-the same sentence without the quote "At this point, X.". Steps are split into ill-formed commands
-(`play_phases.well_formed`) and well-formed ones.
+with the recorded `expert_next` is dropped and counted), and at each off-plan step (once per game and command; games
+in a seeded random order) scores the recorded response under three prompts with a given policy: plain, + the
+analyzer's sentence "At this point, X instead of 'Y'.", and + the same sentence without the quote "At this point,
+X.". Steps are split into ill-formed commands (`play_phases.well_formed`) and well-formed ones.
 
     python bench/skill_copy_probe.py --policy MODEL_DIR --play RUN_FOLDER [--max-steps-per-kind 40] [--json OUT]
 """
@@ -28,7 +27,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from play_phases import PLAY_CHUNKS, read_chunks, well_formed  # noqa: E402
+from play_phases import PLAY_CHUNKS, well_formed  # noqa: E402
+
+from opid_rllib.eval.chunk_log import last_play  # noqa: E402
 
 
 def token_logprobs(model, tokenizer, prompts: list[str], response: str, max_prompt_len: int) -> list[np.ndarray]:
@@ -153,7 +154,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.torch_threads)
     panel = get_panel(args.panel)
     env_kwargs = {**dict(panel.env_kwargs), **json.loads(args.env_kwargs), "split": panel.split, "max_steps": 30}
-    episodes = read_chunks(Path(args.play) / PLAY_CHUNKS)
+    episodes = last_play(Path(args.play) / PLAY_CHUNKS)
     if not episodes or "responses" not in episodes[0]:
         raise SystemExit(f"--play {args.play}: no {PLAY_CHUNKS} with responses there")
     model, tok = load_model(args.policy, args.dtype).eval(), load_tokenizer(args.policy)

@@ -20,22 +20,39 @@ import os
 from typing import Any, Mapping, Sequence
 
 
+def read_lines(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every whole line of a chunk file, in file order (none where it does not exist)."""
+    out = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:  # the last line of a play killed while writing it
+                    continue
+                if isinstance(rec, dict):
+                    rec["chunk"] = int(rec["chunk"])
+                    out.append(rec)
+    return out
+
+
+def last_play(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The records of the last play a chunk file holds (the lines of its last key), in chunk order: a play's games
+    read back by someone who does not know its settings (bench/play_phases.py)."""
+    lines = read_lines(path)
+    if not lines:
+        return []
+    chunks = {rec["chunk"]: rec["records"] for rec in lines if rec.get("key") == lines[-1]["key"]}
+    return [r for k in sorted(chunks) for r in chunks[k]]
+
+
 class ChunkLog:
     def __init__(self, path: str | os.PathLike, key: Mapping[str, Any]):
         self.path = os.fspath(path)
         self.key = hashlib.sha256(json.dumps(dict(key), sort_keys=True, default=str).encode()).hexdigest()
         self.resumed_episodes = self.resumed_steps = 0
         self.resumed_s = 0.0
-        self._done: dict[int, dict] = {}
-        if os.path.exists(self.path):
-            with open(self.path) as f:
-                for line in f:
-                    try:
-                        rec = json.loads(line)
-                    except json.JSONDecodeError:  # the last line of a play killed while writing it
-                        continue
-                    if isinstance(rec, dict) and rec.get("key") == self.key:
-                        self._done[int(rec["chunk"])] = rec
+        self._done: dict[int, dict] = {rec["chunk"]: rec for rec in read_lines(self.path) if rec.get("key") == self.key}
 
     def get(self, k: int, task_ids: Sequence[str]) -> list[dict] | None:
         """Chunk k's records if this play finished it before (same task ids), else None."""
