@@ -65,7 +65,7 @@ def divergence_token(tokenizer, response: str, action: str, plan: str) -> int | 
 def probe(model, tokenizer, episodes, *, env_kwargs, history_length: int, max_per_kind: int, max_prompt_len: int):
     import envs
     from opid_rllib.analyzer.base import StepRecord
-    from opid_rllib.analyzer.hindsight import oracle_step_skill
+    from opid_rllib.analyzer.oracle import oracle_step_skill
     from opid_rllib.prompts import build_prompt, insert_skills
 
     out = {"ill_formed": [], "well_formed": []}

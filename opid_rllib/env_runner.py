@@ -223,10 +223,10 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
 
     def _oracle_pass(self, live, prompts, gens, cut, temp, gen_seed, counts):
         """Insert, at every step, the step skill naming the env's expert next action in the hindsight
-        analyzer's wording for the response just sampled (analyzer.hindsight.oracle_step_skill), then
+        analyzer's wording for the response just sampled (analyzer.oracle.oracle_step_skill), then
         sample again from the skill prompt and play that: the teacher OPID distils toward, acting."""
         from opid_rllib.analyzer.base import StepRecord
-        from opid_rllib.analyzer.hindsight import oracle_step_skill
+        from opid_rllib.analyzer.oracle import oracle_step_skill
 
         new_prompts = []
         for sl, prompt, gen in zip(live, prompts, gens):

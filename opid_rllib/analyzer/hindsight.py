@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from opid_rllib.analyzer.base import Analyzer, Skills, StepRecord, TrajectoryRecord
 
@@ -379,23 +379,3 @@ class HindsightAnalyzer(Analyzer):
             attempts=1,
         )
 
-
-def oracle_step_skill(env_name: str, step: StepRecord, previous: Sequence[StepRecord] = (),
-                      quote_sampled: bool = True) -> str | None:
-    """The step skill naming the expert's next action, in the hindsight analyzer's own words, for a
-    step the policy has just sampled (`step.action`) but not yet played: skill-headroom evaluation.
-
-    Off the plan (or malformed) it is exactly the sentence `HindsightAnalyzer` writes for such a step
-    ("At this point, X instead of 'Y'." / the format rule naming X); on the plan, where the analyzer
-    writes nothing, the same sentence without the contrast ("At this point, X."). None without a plan.
-    quote_sampled: as `HindsightAnalyzer`'s (False: off the plan too, "At this point, X.").
-    """
-    if not step.expert_actions:
-        return None
-    steps = [*previous, step]
-    traj = TrajectoryRecord(traj_id="oracle", group_id="oracle", task_id="", task="", task_type="",
-                            env_name=env_name, steps=steps)
-    found = HindsightAnalyzer(quote_sampled=quote_sampled)._step_skill(traj, _step_facts(traj)[-1])
-    if found is not None and found[0] in ("plan", "format"):
-        return found[1]
-    return _keep_sentence(step.expert_actions[0])

@@ -91,7 +91,7 @@ def analyzer_skill(env_name: str, s: dict[str, Any], *, sampled: str, named: str
     """The hindsight analyzer's step skill at demonstrated step `s` for a policy that sampled `sampled`
     when the plan says `named` ("At this point, named instead of 'sampled'." / "At this point, named.")."""
     from opid_rllib.analyzer.base import StepRecord
-    from opid_rllib.analyzer.hindsight import oracle_step_skill
+    from opid_rllib.analyzer.oracle import oracle_step_skill
 
     step = StepRecord(index=len(s["history"]), observation=s["observation"], response="", action=sampled,
                       admissible_actions=list(s["admissible"]), expert_actions=[named])

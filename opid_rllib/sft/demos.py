@@ -147,7 +147,7 @@ def collect_demonstrations(env_name: str, *, split: str = "train", num_tasks: in
     seconds per game, so a large collection takes minutes).
 
     step_skill_wording="analyzer": step skills in the hindsight analyzer's RL-time wording
-    (analyzer.hindsight.oracle_step_skill), two thirds of them "At this point, X instead of 'Y'." with
+    (analyzer.oracle.oracle_step_skill), two thirds of them "At this point, X instead of 'Y'." with
     Y a random admissible command, so the policy learns to follow X named next to a wrong Y exactly
     as skills are written at RL time; "plain": "At this point, X." only. deviation_prob: recovery
     states (see `_play`); deviation_repeat_prob: the share of them that repeat the previous command (`_play`'s

@@ -144,7 +144,7 @@ def test_skill_literate_demos_use_the_analyzers_wording_on_recovery_states():
     import re
 
     from opid_rllib.analyzer.base import StepRecord
-    from opid_rllib.analyzer.hindsight import oracle_step_skill
+    from opid_rllib.analyzer.oracle import oracle_step_skill
 
     stats: dict = {}
     demos = collect_demonstrations("alfworld", num_tasks=6, history_length=30, max_steps=30, seed=1,

@@ -5,7 +5,8 @@ import re
 import pytest
 
 from opid_rllib.analyzer.base import StepRecord, TrajectoryRecord
-from opid_rllib.analyzer.hindsight import HindsightAnalyzer, oracle_step_skill
+from opid_rllib.analyzer.hindsight import HindsightAnalyzer
+from opid_rllib.analyzer.oracle import oracle_step_skill
 from opid_rllib.env_runner import GroupedTextEnvRunner
 from opid_rllib.prompts.skills import STEP_TITLE
 from tests.algo.helpers import tiny_config

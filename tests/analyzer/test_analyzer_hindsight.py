@@ -117,7 +117,7 @@ def test_filled_in_command_templates_count_as_admissible():
 def test_on_plan_step_skills_name_the_move_taken_and_share_the_budget(failure_traj):
     """on_plan_step_skills gives the step term a "do this" side: steps where the agent took the expert's move
     get a skill naming that move (the oracle's on-plan wording), within max_step_skills; deviations fill the rest."""
-    from opid_rllib.analyzer.hindsight import oracle_step_skill
+    from opid_rllib.analyzer.oracle import oracle_step_skill
 
     s = HindsightAnalyzer(max_step_skills=3, on_plan_step_skills=2).analyze(failure_traj)
     assert s.step_skills == {
