@@ -224,10 +224,12 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
     def _oracle_pass(self, live, prompts, gens, cut, temp, gen_seed, counts):
         """Insert, at every step, the step skill naming the env's expert next action in the hindsight
         analyzer's wording for the response just sampled (analyzer.oracle.oracle_step_skill), then
-        sample again from the skill prompt and play that: the teacher OPID distils toward, acting."""
+        sample again from the skill prompt and play that: the teacher OPID distils toward, acting.
+        analyzer_config's quote_sampled (default True) picks the wording, as it does the analyzer's."""
         from opid_rllib.analyzer.base import StepRecord
         from opid_rllib.analyzer.oracle import oracle_step_skill
 
+        quote = bool(dict(self.settings["analyzer_config"] or {}).get("quote_sampled", True))
         new_prompts = []
         for sl, prompt, gen in zip(live, prompts, gens):
             plan = sl["info"].get("expert_actions")
@@ -240,7 +242,7 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
                               action_valid=bool(valid),
                               admissible_actions=list(sl["info"].get("admissible_actions", [])),
                               expert_actions=list(plan))
-            skill = oracle_step_skill(self.env_name, step, previous)
+            skill = oracle_step_skill(self.env_name, step, previous, quote_sampled=quote)
             new_prompts.append(insert_skills(prompt, step_skill=skill) if skill else prompt)
             counts["oracle_skill_steps"] += int(bool(skill))
         ids, cut = self.module.encode_prompts(new_prompts)

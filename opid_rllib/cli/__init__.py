@@ -16,6 +16,21 @@ def json_object_arg(flag: str, text: str) -> dict:
     return value
 
 
+def key_value_args(flag: str, items) -> dict:
+    """Repeated KEY=VALUE flags (e.g. --analyzer-option) as a dict; VALUE as JSON when it parses (3, 0.5, true),
+    else as text. ValueError naming the flag for an item without '=' or key."""
+    out = {}
+    for item in items or ():
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"{flag} {item!r}: must be KEY=VALUE, e.g. on_plan_step_skills=3")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except ValueError:
+            out[key.strip()] = raw
+    return out
+
+
 def warn_slow_dtype(prog: str, dtype: str | None, on_cpu: bool | None = None) -> None:
     """Print opid_rllib.hardware's bf16 warning to stderr before the work starts (on_cpu: default no CUDA)."""
     import sys

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Sequence
 
-from opid_rllib.cli import json_object_arg, warn_slow_dtype
+from opid_rllib.cli import json_object_arg, key_value_args, warn_slow_dtype
 from opid_rllib.eval.panel import ENV_DEFAULTS, ENV_NAMES, MAIN_PANELS, EvalError
 from opid_rllib.generation.base import BACKENDS
 from opid_rllib.presets import model_default
@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "step skill naming the env's expert next action at every step, in the hindsight analyzer's "
                          "wording) and print student, teacher and skill headroom side by side: whether OPID's "
                          "skill term can help this model")
+    ap.add_argument("--analyzer-option", action="append", default=None, metavar="KEY=VALUE",
+                    help="with --skills oracle: the wording of the oracle's step skill, as opid-train's "
+                         "--analyzer-option gives it to the hindsight analyzer; quote_sampled=false names the "
+                         "expert's command without quoting the sampled one (the only option the oracle reads)")
     ap.add_argument("--env-kwargs", default="{}",
                     help="JSON dict added to the panel's env settings, e.g. '{\"expert\": \"sweep\"}' (ALFWorld: "
                          "the oracle names the sweep demonstrator's next command instead of the hand-coded expert's)")
@@ -104,6 +108,7 @@ def _run(args) -> int:
         max_new_tokens = model_default(args.model, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
     try:
         env_kwargs = json_object_arg("--env-kwargs", args.env_kwargs)
+        oracle_options = key_value_args("--analyzer-option", args.analyzer_option)
     except ValueError as e:
         print(f"opid-eval: error: {e}", file=sys.stderr)
         return 2
@@ -118,7 +123,7 @@ def _run(args) -> int:
                        llm_model=args.model, max_new_tokens=max_new_tokens, max_steps=args.max_steps,
                        history_length=args.history_length, max_prompt_len=args.max_prompt_len, dtype=args.dtype,
                        generation_backend=args.backend, skills=args.skills, env_kwargs=env_kwargs,
-                       chunk_log=chunk_log, resume=args.resume)
+                       oracle_options=oracle_options, chunk_log=chunk_log, resume=args.resume)
     except EvalError as e:
         print(f"opid-eval: error: {e}", file=sys.stderr)
         return 2

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from opid_rllib.cli import json_object_arg, warn_slow_dtype
+from opid_rllib.cli import json_object_arg, key_value_args, warn_slow_dtype
 from opid_rllib.cli.run_log import jsonable_result, open_run_logs, write_tensorboard
 from opid_rllib.cli.train_parser import build_parser
 from opid_rllib.presets import CPU_TINY, apply_preset, model_default
@@ -87,16 +87,7 @@ def apply_overrides(cfg, args):
 
 def analyzer_options(args) -> dict:
     """--analyzer-option KEY=VALUE ... as a dict (VALUE as JSON when it parses: 3, 0.5, true; else text)."""
-    out = {}
-    for item in getattr(args, "analyzer_option", None) or ():
-        key, eq, raw = item.partition("=")
-        if not eq or not key.strip():
-            raise ValueError(f"--analyzer-option {item!r}: must be KEY=VALUE, e.g. on_plan_step_skills=3")
-        try:
-            out[key.strip()] = json.loads(raw)
-        except ValueError:
-            out[key.strip()] = raw
-    return out
+    return key_value_args("--analyzer-option", getattr(args, "analyzer_option", None))
 
 
 def example_flag_error(args) -> str | None:

@@ -167,6 +167,7 @@ def build_eval_config(config=None, *, panel, env_kwargs: Mapping[str, Any] | Non
 def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, batch_envs: int = 16,
              progress: bool = True, temperature: float | None = None, env: str | None = None,
              skills: str = "none", env_kwargs: Mapping[str, Any] | None = None,
+             oracle_options: Mapping[str, Any] | None = None,
              chunk_log: str | os.PathLike | None = None, resume: bool = False, **llm_kwargs) -> dict[str, Any]:
     """Play the panel's task ids (the first `episodes` if given) once each; return the results dict.
 
@@ -177,7 +178,8 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
     records (write_results puts them in episodes.jsonl and the rest in results.json).
     skills="oracle" also plays the panel as the skill teacher (same seed; the step skill naming the
     env's expert next action at every step) and adds "teacher_table", "headroom" (teacher - student,
-    points per column) and "teacher_episodes".
+    points per column) and "teacher_episodes". oracle_options: the wording of that step skill, as the hindsight
+    analyzer's options (only quote_sampled, default True: "X instead of 'Y'."; False: "X.").
     chunk_log: a JSONL file that keeps each finished chunk of games (chunk_log.py); with resume=True the chunks
     it holds from this same play (same weights, panel, settings and seed) are read back instead of played, so a
     play cut short goes on from its next chunk with the records it would have had. Without resume it starts empty.
@@ -190,6 +192,7 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
         raise EvalError(f"--batch-envs {batch_envs}: must be >= 1")
     if skills not in ("none", "oracle"):
         raise EvalError(f"--skills {skills}: must be 'none' or 'oracle'")
+    oracle_quote = _oracle_quote_sampled(oracle_options, skills)
     if temperature is not None and (float(temperature) < 0 or not math.isfinite(float(temperature))):
         raise EvalError(f"--temperature {temperature}: must be >= 0 (0 = greedy)")
     for flag, key in (("--max-new-tokens", "max_new_tokens"), ("--max-steps", "max_steps")):
@@ -213,6 +216,8 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
     cfg.llm(llm_model=str(model_path))
     temp = float(cfg.eval_temperature if temperature is None else temperature)
     cfg.llm(eval_temperature=temp)
+    if not oracle_quote:  # read by the runner's oracle pass; the analyzer stays off
+        cfg.analyzer_settings(analyzer_config={"quote_sampled": False})
     try:
         cfg.validate()
     except ValueError as e:
@@ -227,8 +232,9 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
                                                  "top_p", "dtype", "generation_backend", "enable_thinking")}}
     if chunk_log is not None and not resume and os.path.exists(chunk_log):
         os.remove(chunk_log)
-    logs = {role: None if chunk_log is None else ChunkLog(chunk_log, dict(play, role=role))
-            for role in ("student", "teacher")}
+    roles = {"student": {}, "teacher": {} if oracle_quote else {"oracle_quote_sampled": False}}
+    logs = {role: None if chunk_log is None else ChunkLog(chunk_log, dict(play, role=role, **extra))
+            for role, extra in roles.items()}
     runner = GroupedTextEnvRunner(config=cfg)
     t_loaded = time.perf_counter()
     try:
@@ -280,6 +286,7 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
             "enable_thinking": bool(cfg.enable_thinking),
             "analyzer": "none",
             "skills": skills,
+            **({"oracle_quote_sampled": oracle_quote} if skills == "oracle" else {}),
         },
         "counts": {
             "episodes": len(records),
@@ -313,6 +320,22 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
         results["timing"]["resumed_episodes"] = {role: logs[role].resumed_episodes for role in roles}
         results["timing"]["resumed_play_s"] = {role: round(logs[role].resumed_s, 3) for role in roles}
     return results
+
+
+def _oracle_quote_sampled(options: Mapping[str, Any] | None, skills: str) -> bool:
+    """The oracle step skill's wording from --analyzer-option: whether it quotes the sampled command."""
+    options = dict(options or {})
+    if options and skills != "oracle":
+        raise EvalError(f"--analyzer-option {', '.join(sorted(options))}: sets the oracle step skill's wording; "
+                        "add --skills oracle (a plain play uses no analyzer)")
+    unknown = sorted(set(options) - {"quote_sampled"})
+    if unknown:
+        raise EvalError(f"--analyzer-option {', '.join(unknown)}: the oracle reads only quote_sampled (its step "
+                        "skill's wording); other analyzer options shape training's skills: give them to opid-train")
+    quote = options.get("quote_sampled", True)
+    if not isinstance(quote, bool):
+        raise EvalError(f"--analyzer-option quote_sampled={quote!r}: must be true or false")
+    return quote
 
 
 def _versions() -> dict[str, str]:

@@ -240,6 +240,51 @@ def test_oracle_skills_print_student_teacher_and_headroom(tmp_path):
     assert read_plays(tmp_path) == {"student": read_episodes(tmp_path / "episodes.jsonl"), "teacher": teacher}
 
 
+def test_oracle_wording_option(tmp_path, monkeypatch):
+    """--analyzer-option quote_sampled=false reaches the oracle (recorded in results.json; the teacher's chunks are
+    keyed by it, so a resumed play never mixes wordings); options the oracle does not read, or without --skills
+    oracle, are refused naming the flag."""
+    base = ["--env", "alfworld", "--panel", "alfworld/smoke@v1", "--model", "tiny", "--episodes", "1",
+            "--max-steps", "1", "--max-new-tokens", "8", "--no-progress", "--torch-threads", "1"]
+    rc, _, stderr = _run([*base, "--analyzer-option", "quote_sampled=false"])
+    assert rc == 2 and "--analyzer-option quote_sampled: sets the oracle" in stderr and "--skills oracle" in stderr
+    rc, _, stderr = _run([*base, "--skills", "oracle", "--analyzer-option", "on_plan_step_skills=3"])
+    assert rc == 2 and "--analyzer-option on_plan_step_skills: the oracle reads only quote_sampled" in stderr
+    rc, _, stderr = _run([*base, "--skills", "oracle", "--analyzer-option", "quote_sampled=maybe"])
+    assert rc == 2 and "quote_sampled='maybe': must be true or false" in stderr
+    rc, _, stderr = _run([*base, "--skills", "oracle", "--analyzer-option", "quote_sampled"])
+    assert rc == 2 and "must be KEY=VALUE" in stderr
+    rc, _, stderr = _run([*base, "--skills", "oracle", "--analyzer-option", "quote_sampled=false",
+                          "--output", str(tmp_path)])
+    assert rc == 0, stderr
+    assert json.loads((tmp_path / "results.json").read_text())["config"]["oracle_quote_sampled"] is False
+
+    import shutil
+
+    from opid_rllib.env_runner import GroupedTextEnvRunner
+
+    real, calls = GroupedTextEnvRunner.sample_groups, []
+
+    def cut_in_the_teachers_second_chunk(self, *a, **kw):
+        calls.append(kw.get("skills"))
+        if calls.count("oracle") == 2:
+            raise KeyboardInterrupt  # a session's end
+        return real(self, *a, **kw)
+
+    two = [*base[:7], "2", *base[8:], "--batch-envs", "1", "--skills", "oracle"]
+    monkeypatch.setattr(GroupedTextEnvRunner, "sample_groups", cut_in_the_teachers_second_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        _run([*two, "--analyzer-option", "quote_sampled=false", "--output", str(tmp_path / "a")])
+    monkeypatch.setattr(GroupedTextEnvRunner, "sample_groups", real)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    resumed = {}
+    for d, wording in (("a", []), ("b", ["--analyzer-option", "quote_sampled=false"])):
+        rc, _, stderr = _run([*two, *wording, "--output", str(tmp_path / d), "--resume"])
+        assert rc == 0, stderr
+        resumed[d] = json.loads((tmp_path / d / "results.json").read_text())["timing"]["resumed_episodes"]
+    assert resumed == {"a": {"student": 2, "teacher": 0}, "b": {"student": 2, "teacher": 1}}
+
+
 def test_env_kwargs_choose_whose_command_the_oracle_names(tmp_path):
     """--env-kwargs '{"expert": "sweep"}': the oracle (and agreement) name ALFWorld's sweep demonstrator's
     command, not the hand-coded expert's; a non-object is refused with the flag named."""

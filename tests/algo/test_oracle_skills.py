@@ -74,6 +74,31 @@ def test_oracle_play_injects_the_expert_step_skill_at_every_step_and_is_determin
     assert all(STEP_TITLE not in str(p) for ep in plain for p in ep.get_extra_model_outputs("prompt"))
 
 
+def test_unquoted_oracle_names_the_expert_without_the_sampled_command(runner):
+    """analyzer_config quote_sampled=False (opid-eval --analyzer-option quote_sampled=false): the teacher's prompt
+    for a well-formed off-plan response says "At this point, X." as the analyzer then writes, not "X instead of
+    'Y'."; the runner's own oracle pass builds it (a hand-written response: the untrained tiny model writes none)."""
+    from types import SimpleNamespace
+
+    def skill_for(r):
+        slot = {"info": {"admissible_actions": ADM, "expert_actions": ["go to fridge 1", "open fridge 1"]},
+                "obs": "You are in the middle of a room.", "records": []}
+        gen = SimpleNamespace(text="<think>x</think><action>go to countertop 2</action>")
+        counts = {"oracle_skill_steps": 0, "prompt_truncations": 0}
+        prompts, gens, _ = r._oracle_pass([slot], ["PROMPT"], [gen], [False], 1.0, 0, counts)
+        assert counts["oracle_skill_steps"] == 1 and len(gens) == 1
+        return re.search(r"\[(.*?)\]", prompts[0].split(STEP_TITLE, 1)[1]).group(1)
+
+    assert skill_for(runner) == "At this point, go to fridge 1 instead of 'go to countertop 2'."
+    cfg = tiny_config("alfworld", max_steps=3, group_size=1, analyzer="none",
+                      analyzer_config={"quote_sampled": False})
+    plain = GroupedTextEnvRunner(config=cfg)
+    try:
+        assert skill_for(plain) == "At this point, go to fridge 1."
+    finally:
+        plain.stop()
+
+
 def test_oracle_needs_an_expert_plan(runner):
     slot = {"info": {"admissible_actions": ["look"]}, "obs": "o", "records": []}
     gen = runner.module.generate(runner.module.encode_prompts(["hello"])[0], temperature=1.0, seed=0)
