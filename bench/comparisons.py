@@ -36,6 +36,16 @@ def short_label(variant: str) -> str:
     return variant
 
 
+def short_run_dir(name: str) -> str:
+    """A bench/learning.py run folder's name ('<variant with : and + as _>-s<seed>') shortened as short_label
+    shortens its variant: the label of a job still training, before its record is written."""
+    for long, short in _SHORT:  # a whole arm ('opid:' + T) as itself, a setting after the '+' that became '_'
+        whole = ":" in long
+        long = long.replace(":", "_").replace("+", "_")
+        name = name.replace(long, short) if whole else name.replace("_" + long, "+" + short)
+    return name
+
+
 def _base_of(command: str) -> str:
     m = re.search(r"--base (\S+)", command or "")
     return "/".join(Path(m.group(1)).parts[-2:]) if m else "?"

@@ -33,7 +33,7 @@ from opid_rllib.eval.chunk_log import last_play
 from opid_rllib.eval.panel import read_plays
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from comparisons import short_label  # noqa: E402
+from comparisons import short_label, short_run_dir  # noqa: E402
 from learning import PLAY_CHUNKS  # noqa: E402  (a run folder's panel play)
 
 _NAME = r"[a-z]+ \d+"
@@ -100,14 +100,16 @@ def rows(folder: str | Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def label(folder: str | Path) -> str:
-    """A run folder by its arm and seed (from the job record beside it, `<folder>.json`), else by its name."""
+    """A run folder by its arm and seed (from the job record beside it, `<folder>.json`), else by its name (a job
+    still training), shortened alike."""
     folder = Path(folder)
     record = folder.with_name(folder.name + ".json")
     if record.exists():
         job = json.loads(record.read_text())
         variant = job.get("variant", folder.name)
         return f"{variant if variant == 'grpo' else short_label(variant)} s{job.get('seed', '?')}"
-    return folder.name
+    name, sep, seed = folder.name.rpartition("-s")
+    return f"{short_run_dir(name)} s{seed}" if sep and seed.isdigit() else folder.name
 
 
 def _pct(n: int, d: int) -> str:

@@ -68,3 +68,6 @@ def test_reads_a_run_folder_and_an_eval_folder_and_labels_the_arm(tmp_path, benc
     assert json.loads((tmp_path / "out.json").read_text())[str(ev)]["opid-eval student"]["picked_up"] == 1
     with pytest.raises(SystemExit, match="neither"):
         pp.rows(tmp_path / "nothing")
+    running = tmp_path / "runs" / (t_arm + "+analyzer.quote_sampled=false-s0").replace(":", "_").replace("+", "_")
+    assert pp.label(running) == "T+unquoted s0"  # no record yet: the folder's name, shortened alike
+    assert pp.label(tmp_path / "runs" / "grpo-s2") == "grpo s2" and pp.label(ev) == "eval"
