@@ -35,6 +35,7 @@ from envs.base import text_space
 from opid_rllib import process_rng
 from opid_rllib.advantages import discounted_returns
 from opid_rllib.prompts import build_prompt, insert_skills, project_action
+from opid_rllib.prompts.admissible import is_inadmissible
 
 logger = logging.getLogger(__name__)
 ENV_ERROR_OBS = "[environment error: this episode was stopped]"
@@ -148,7 +149,8 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         module = self.module
         t_start = time.perf_counter()
         timers = {"generate_s": 0.0, "env_s": 0.0, "analyzer_wait_s": 0.0}
-        counts = {"env_errors": 0, "prompt_truncations": 0, "steps": 0, "oracle_skill_steps": 0}
+        counts = {"env_errors": 0, "prompt_truncations": 0, "steps": 0, "oracle_skill_steps": 0,
+                  "format_invalid_steps": 0, "inadmissible_steps": 0}
 
         slots = []  # one per env copy
         for k, task_id in enumerate(task_ids):
@@ -254,6 +256,10 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         s = self.settings
         action, fmt_valid = project_action(self.env_name, gen.text)
         prev_obs, prev_info = sl["obs"], sl["info"]
+        if not fmt_valid:
+            counts["format_invalid_steps"] += 1
+        elif is_inadmissible(action, prev_info.get("admissible_actions") or ()):
+            counts["inadmissible_steps"] += 1  # well-formed, not a command the game offered (prompts/admissible.py)
         try:
             obs, reward, term, trunc, info = sl["env"].step(action)
         except Exception as e:  # counted; the episode ends here and keeps the GRPO signal it has
@@ -314,6 +320,8 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         m.log_value(("opid_runner", "sample_wall_s"), wall, reduce="sum")
         m.log_value(("opid_runner", "env_errors"), counts["env_errors"], reduce="sum")
         m.log_value(("opid_runner", "prompt_truncations"), counts["prompt_truncations"], reduce="sum")
+        for k in ("format_invalid_steps", "inadmissible_steps"):  # out of num_env_steps_sampled
+            m.log_value(("opid_runner", k), counts[k], reduce="sum")
         if counts["oracle_skill_steps"]:
             m.log_value(("opid_runner", "oracle_skill_steps"), counts["oracle_skill_steps"], reduce="sum")
         if self._analyzer_pool is not None:  # the pool's counters are cumulative: log this call's share

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from opid_rllib.analyzer.base import Analyzer, Skills, StepRecord, TrajectoryRecord
+from opid_rllib.prompts.admissible import is_inadmissible
+from opid_rllib.prompts.admissible import normalize_command as _norm
 
 MAX_WORKFLOW_ACTIONS = 14
 MAX_QUOTE_CHARS = 80
@@ -33,10 +35,6 @@ _RESET = re.compile(r"^click\[back to search\]$")
 _NAVIGATE = re.compile(r"^go to\b")
 _CONTAINER = re.compile(r"^(open|close)\b")
 _NOOP_OBS = re.compile(r"^\s*nothing happens", re.IGNORECASE)
-
-
-def _norm(action: str) -> str:
-    return " ".join((action or "").lower().split())
 
 
 def _quote(text: str) -> str:
@@ -90,34 +88,15 @@ class _StepFacts:
         return self.invalid_format or self.inadmissible or self.noop
 
 
-_TEMPLATE_SLOT = re.compile(r"<[^<>]*>|\.\.\.")
-
-
-def _matches_template(action: str, admissible: list[str]) -> bool:
-    """Envs list free-text commands as templates ("search[<your query>]", "<search>...</search>");
-    a filled-in template is admissible."""
-    for t in admissible:
-        parts = _TEMPLATE_SLOT.split(t)
-        if len(parts) > 1:
-            pattern = ".+?".join(re.escape(p) for p in parts)
-            # Keep literal tags (e.g. "<search>") as text, only "<your query>"/"..." are slots.
-            tags = re.findall(r"</?[a-z_]+>", t)
-            if not tags and re.fullmatch(pattern, action, flags=re.S):
-                return True
-            if tags and re.fullmatch(re.escape(t).replace(re.escape("..."), ".+?"), action, flags=re.S):
-                return True
-    return False
-
-
 def _step_facts(traj: TrajectoryRecord) -> list[_StepFacts]:
     facts: list[_StepFacts] = []
     steps = traj.steps
     for i, s in enumerate(steps):
         a = _norm(s.action)
         f = _StepFacts(step=s, invalid_format=not s.action_valid)
-        adm = [_norm(x) for x in s.admissible_actions]
-        if adm and a and a not in adm and not f.invalid_format and not _matches_template(a, adm):
+        if not f.invalid_format and is_inadmissible(s.action, s.admissible_actions):
             f.inadmissible = True
+            adm = [_norm(x) for x in s.admissible_actions]
             close = difflib.get_close_matches(a, adm, n=1, cutoff=0.5)
             f.suggestion = s.admissible_actions[adm.index(close[0])] if close else ""
         if i + 1 < len(steps) and not f.invalid_format and s.reward <= 0:

@@ -72,3 +72,33 @@ def test_crashing_env_is_counted_and_episode_kept():
     assert m["opid_runner"]["env_errors"].peek() == len(crashed)
     # The runner rebuilt the env: the next rollout still works.
     assert len(r.sample_groups(list(r._make_env(0).task_ids()[:1]), seed=1)) == 2
+
+
+def test_format_invalid_and_inadmissible_steps_are_counted():
+    """opid_runner/format_invalid_steps and inadmissible_steps: a malformed response, then a well-formed command
+    the real ALFWorld game did not offer (no instance number), then one it did; and a whole rollout's metrics
+    equal the count re-read from its episodes."""
+    from types import SimpleNamespace
+
+    from opid_rllib.prompts.admissible import is_inadmissible
+
+    r = GroupedTextEnvRunner(config=tiny_config("alfworld", group_size=1, max_steps=4, analyzer="none"))
+    try:
+        counts = {"env_errors": 0, "steps": 0, "format_invalid_steps": 0, "inadmissible_steps": 0}
+        slot = r._reset_slot(0, r._make_env(0).task_ids()[0], "g", 0, counts)
+        goto = next(a for a in slot["info"]["admissible_actions"] if a.startswith("go to "))
+        for text in ("no tags at all", "<think>x</think><action>take potato from microwave 1</action>",
+                     f"<think>x</think><action>{goto}</action>"):
+            r._step_slot(slot, "prompt", SimpleNamespace(text=text, token_ids=[1], logprobs=[0.0]), False, counts)
+        assert (counts["steps"], counts["format_invalid_steps"], counts["inadmissible_steps"]) == (3, 1, 1)
+
+        eps = r.sample_groups(list(r._make_env(0).task_ids()[:2]), seed=3)
+        infos = [(e.get_extra_model_outputs("format_valid"), e.get_infos(), e.get_actions()) for e in eps]
+        bad = sum(not v for fv, _, _ in infos for v in fv)
+        inadm = sum(bool(v) and is_inadmissible(a, info.get("admissible_actions") or ())
+                    for fv, inf, acts in infos for v, info, a in zip(fv, inf, acts))
+        m = r.get_metrics()["opid_runner"]
+        assert m["format_invalid_steps"].peek() == bad and m["inadmissible_steps"].peek() == inadm
+        assert bad + inadm <= sum(len(e) for e in eps)
+    finally:
+        r.stop()

@@ -106,12 +106,17 @@ def test_unknown_outcome_and_empty_trajectory():
 
 def test_filled_in_command_templates_count_as_admissible():
     """WebShop/search QA list free-text commands as templates; a filled-in one is not 'inadmissible'."""
-    from opid_rllib.analyzer.hindsight import _matches_template
+    from opid_rllib.prompts.admissible import is_inadmissible, matches_template
 
-    assert _matches_template("search[red running shoes]", ["search[<your query>]", "click[back to search]"])
-    assert _matches_template("<search>founder of acme</search>", ["<search>...</search>", "<answer>...</answer>"])
-    assert not _matches_template("click[b0123]", ["search[<your query>]", "click[back to search]"])
-    assert not _matches_template("go to desk 1", ["go to desk 2", "look"])
+    assert matches_template("search[red running shoes]", ["search[<your query>]", "click[back to search]"])
+    assert matches_template("<search>founder of acme</search>", ["<search>...</search>", "<answer>...</answer>"])
+    assert not matches_template("click[b0123]", ["search[<your query>]", "click[back to search]"])
+    assert not matches_template("go to desk 1", ["go to desk 2", "look"])
+    adm = ["go to desk 2", "take potato 1 from microwave 1", "look"]
+    assert is_inadmissible("take potato from microwave 1", adm)  # ALFWorld without the instance number
+    assert not is_inadmissible("Take  Potato 1 from microwave 1", adm)  # compared normalized
+    assert not is_inadmissible("search[red shoes]", ["search[<your query>]"])
+    assert not is_inadmissible("go to mars 1", []) and not is_inadmissible("", adm)  # nothing to judge by
 
 
 def test_on_plan_step_skills_name_the_move_taken_and_share_the_budget(failure_traj):
