@@ -332,10 +332,12 @@ def _oracle_quote_sampled(options: Mapping[str, Any] | None, skills: str) -> boo
     if unknown:
         raise EvalError(f"--analyzer-option {', '.join(unknown)}: the oracle reads only quote_sampled (its step "
                         "skill's wording); other analyzer options shape training's skills: give them to opid-train")
-    quote = options.get("quote_sampled", True)
-    if not isinstance(quote, bool):
-        raise EvalError(f"--analyzer-option quote_sampled={quote!r}: must be true or false")
-    return quote
+    from opid_rllib.analyzer.hindsight import HindsightAnalyzer
+
+    try:  # the analyzer checks its own option, as opid-train's config validation has it do
+        return HindsightAnalyzer(**options).quote_sampled
+    except ValueError as e:
+        raise EvalError(f"--analyzer-option {e}") from None
 
 
 def _versions() -> dict[str, str]:
