@@ -8,6 +8,8 @@ the game cannot parse. This reads the episodes a play or a training run already 
 * ill-formed commands: not in ALFWorld 0.4's command grammar ('go to X N', 'take O N from R N', 'move O N to
   R N', 'open/close/examine/use X N', 'heat/cool/clean/slice O N with R N', 'look', 'inventory'); the game
   answers them "Nothing happens.";
+  of the ill-formed takes, those naming the task's object (e.g. 'take tomato from countertop 1' before the tomato's
+  number was seen: in the SmolLM2 study both OPID arms' training rises were mostly these);
 * games where the agent picked the task's object up: it issued 'take <object> N from ...' (the object class is
   the task id's second field) and the game took it. The records keep no observations, so "took it" is read off
   the env's plan (`expert_next`): the take was the plan itself, or the plan changed after it (a refused take
@@ -76,11 +78,20 @@ def count(episodes: Sequence[dict[str, Any]], plans: bool = True) -> dict[str, A
     row: dict[str, Any] = {"games": len(episodes), "won": sum(bool(e.get("won")) for e in episodes),
                            "commands": sum(map(len, per_game)), "ill_formed": len(bad),
                            "ill_formed_takes": sum(a.startswith("take ") for a in bad),
-                           "games_with_ill_formed": sum(bool(game) for game in bad_per_game)}
+                           "games_with_ill_formed": sum(bool(game) for game in bad_per_game),
+                           "ill_formed_object_takes": _object_takes(episodes, bad_per_game)}
     if plans:
         held = [e for e in episodes if picked_up(e)]
         row.update(picked_up=len(held), won_after_pick_up=sum(bool(e.get("won")) for e in held))
     return row
+
+
+def _object_takes(episodes: Sequence[dict[str, Any]], bad_per_game: Sequence[Sequence[str]]) -> int | None:
+    """Ill-formed takes of the task's object; None where an episode names no task (older dumps)."""
+    if any(not e.get("task_id") for e in episodes):
+        return None
+    return sum(a.split()[:2] == ["take", task_object(e["task_id"])] for e, bad in zip(episodes, bad_per_game)
+               for a in bad)
 
 
 def rows(folder: str | Path) -> list[tuple[str, dict[str, Any]]]:
@@ -118,14 +129,15 @@ def _pct(n: int, d: int) -> str:
 
 def table(results: dict[str, list[tuple[str, dict[str, Any]]]]) -> Iterable[str]:
     yield ("| source | episodes | won | picked up the object | won of those | commands | ill-formed % "
-           "| of them takes | episodes with one |")
-    yield "|---|---|---|---|---|---|---|---|---|"
+           "| of them takes | of the task's object | episodes with one |")
+    yield "|---|---|---|---|---|---|---|---|---|---|"
     for folder, found in results.items():
         for what, r in found:
             held = r.get("picked_up")
             yield (f"| {label(folder)} {what} | {r['games']} | {r['won']} | {'-' if held is None else held} | "
                    f"{'-' if held is None else r['won_after_pick_up']} | {r['commands']:,} | "
                    f"{_pct(r['ill_formed'], r['commands'])} ({r['ill_formed']}) | {r['ill_formed_takes']} | "
+                   f"{'-' if r['ill_formed_object_takes'] is None else r['ill_formed_object_takes']} | "
                    f"{r['games_with_ill_formed']} |")
 
 

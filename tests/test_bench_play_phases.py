@@ -34,7 +34,10 @@ def test_counts_pick_ups_read_off_the_plan_and_ill_formed_commands(bench_module)
     assert [pp.picked_up(e) for e in EPISODES] == [True, False, True, False]
     row = pp.count(EPISODES)
     assert row == {"games": 4, "won": 1, "commands": 10, "ill_formed": 1, "ill_formed_takes": 1,
-                   "games_with_ill_formed": 1, "picked_up": 2, "won_after_pick_up": 1}
+                   "ill_formed_object_takes": 1, "games_with_ill_formed": 1, "picked_up": 2, "won_after_pick_up": 1}
+    other = _ep(["take apple from countertop 1", "take tomato from fridge 1", "take tomato", "take tomatoes"],
+                ["look"] * 4)
+    assert pp.count([other])["ill_formed_object_takes"] == 2  # the apple is not the task's object
     with pytest.raises(ValueError, match="ALFWorld"):
         pp.picked_up(_ep(["take x 1 from y 1"], ["take x 1 from y 1"], task_id="q17"))
 
@@ -59,12 +62,13 @@ def test_reads_a_run_folder_and_an_eval_folder_and_labels_the_arm(tmp_path, benc
     assert [w for w, _ in found] == ["panel play", "training iteration 2"]
     assert found[0][1]["games"] == 4 and found[0][1]["picked_up"] == 2     # the old key's 3 games are not read
     assert found[1][1] == {"games": 2, "won": 0, "commands": 5, "ill_formed": 1, "ill_formed_takes": 1,
+                           "ill_formed_object_takes": None,  # these rows name no task
                            "games_with_ill_formed": 1}                 # no plans in training dumps
     assert pp.main([str(run), str(ev), "--json", str(tmp_path / "out.json")]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[2] == "| T s1 panel play | 4 | 1 | 2 | 1 | 10 | 10.0 (1) | 1 | 1 |"
-    assert out[3].startswith("| T s1 training iteration 2 | 2 | 0 | - | - | 5 | 20.0 (1) |")
-    assert out[4] == "| eval opid-eval student | 1 | 1 | 1 | 1 | 3 | 0.0 (0) | 0 | 0 |"
+    assert out[2] == "| T s1 panel play | 4 | 1 | 2 | 1 | 10 | 10.0 (1) | 1 | 1 | 1 |"
+    assert out[3] == "| T s1 training iteration 2 | 2 | 0 | - | - | 5 | 20.0 (1) | 1 | - | 1 |"
+    assert out[4] == "| eval opid-eval student | 1 | 1 | 1 | 1 | 3 | 0.0 (0) | 0 | 0 | 0 |"
     assert json.loads((tmp_path / "out.json").read_text())[str(ev)]["opid-eval student"]["picked_up"] == 1
     with pytest.raises(SystemExit, match="neither"):
         pp.rows(tmp_path / "nothing")
