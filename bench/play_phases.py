@@ -7,9 +7,9 @@ the game cannot parse. This reads the episodes a play or a training run already 
 
 * ill-formed commands: not in ALFWorld 0.4's command grammar ('go to X N', 'take O N from R N', 'move O N to
   R N', 'open/close/examine/use X N', 'heat/cool/clean/slice O N with R N', 'look', 'inventory'); the game
-  answers them "Nothing happens.";
-  of the ill-formed takes, those naming the task's object (e.g. 'take tomato from countertop 1' before the tomato's
-  number was seen: in the SmolLM2 study both OPID arms' training rises were mostly these);
+  answers them "Nothing happens.". Counted apart: the ill-formed takes, and of those the ones naming the task's
+  object (e.g. 'take tomato from countertop 1' before the tomato's number was seen: in the SmolLM2 study both OPID
+  arms' training rises were mostly these);
 * games where the agent picked the task's object up: it issued 'take <object> N from ...' (the object class is
   the task id's second field) and the game took it. The records keep no observations, so "took it" is read off
   the env's plan (`expert_next`): the take was the plan itself, or the plan changed after it (a refused take
