@@ -130,3 +130,34 @@ def test_a_checkpoint_from_before_the_algorithm_carried_the_generators_still_res
     algo = Restored()
     assert job_checkpoint.restore(algo, str(tmp_path)) == {"iters": [1]} and algo.path == str(tmp_path)
     assert (torch.rand(3).tolist(), np.random.rand(3).tolist(), random.random()) == expected
+
+
+def test_a_study_play_runs_in_a_fresh_process_and_plays_the_games_this_one_would(bench_module):
+    """bench/learning.py plays a panel in a spawned child (a SmolLM2 play in the process that had trained ran at
+    about half speed): the child takes the study's torch threads, not this process's, and plays the same games."""
+    import argparse
+
+    from opid_rllib.eval.panel import evaluate
+
+    learning = bench_module("learning")
+    args = argparse.Namespace(batch_envs=2, eval_temperature=0.4, eval_max_steps=3, history_length=2,
+                              max_new_tokens=8, max_prompt_len=512, dtype="float32", env_config={"expert": "sweep"},
+                              torch_threads=1)
+    play = dict(panel="alfworld/smoke@v1", episodes=2, seed=0)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        child = learning._play_panel("tiny", args, **play)
+        assert torch.get_num_threads() == 2  # set to 1 there, not here
+        torch.set_num_threads(1)
+        here = evaluate(progress=False, batch_envs=2, temperature=0.4, llm_model="tiny", max_steps=3,
+                        history_length=2, max_new_tokens=8, max_prompt_len=512, dtype="float32",
+                        env_kwargs={"expert": "sweep"}, **play)
+    finally:
+        torch.set_num_threads(before)
+
+    def games(ev):
+        return [(r["task_id"], r["won"], r["length"], r["responses"]) for r in ev["episodes"]]
+
+    assert len(games(child)) == 2 and all(g[2] > 0 for g in games(child))
+    assert games(child) == games(here)
