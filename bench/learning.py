@@ -308,7 +308,8 @@ def zero_signal_fraction(run_dir: str) -> float | None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base", default="tiny")
-    p.add_argument("--variants", "--presets", dest="variants", default="grpo,opid")
+    p.add_argument("--variants", "--presets", dest="variants", default="grpo,opid",
+                   help="comma-separated arms (parse_variant); empty: play the base alone on --seeds")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--iters", type=int, default=8)
     p.add_argument("--tasks-per-iter", type=int, default=4)
@@ -370,7 +371,7 @@ def main(argv=None) -> int:
         args.env_config = json_object_arg("--env-config", args.env_config)
     except ValueError as e:
         p.error(str(e))
-    variants = args.variants.split(",")
+    variants = [v for v in args.variants.split(",") if v]  # none: the base's plays alone
     for v in variants:
         parse_variant(v)
     if args.torch_threads:
@@ -433,6 +434,12 @@ def main(argv=None) -> int:
     played = [(s, done[p]) for s, (p, _) in zip(seeds, jobs) if p in done]  # every seed, unless --cached-only
     base_seeds, base_tables = [s for s, _ in played], [t for _, t in played]
     runs = [done[p] for p, _ in jobs[len(seeds):] if p in done]
+    if not variants:
+        # The base's plays alone (bench/smollm2_study.sh ARMS=base): e.g. a warm start rebuilt on another CPU, played
+        # with a study's seeds to compare it game by game with the study's own base (bench/smollm2_runs.py).
+        for s, t in played:
+            print(f"[learning] base seed {s} on {args.eval_panel}: All {t['success_pct']['All']:.1f} %", flush=True)
+        return 0
     if not base_tables or not runs:
         raise SystemExit(f"--cached-only: {args.out}/runs holds no base play or no run of --variants x --seeds to "
                          "report: run the study without --cached-only first")

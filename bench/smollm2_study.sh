@@ -17,7 +17,9 @@
 #                              # OUT_DIR: default bench/results/smollm2_study
 #   SEEDS=0 ...                # default 0,1,2
 #   ARMS=all ...               # default grpo_t: GRPO and T; all: also T with shuffled skills; t: T alone;
-#                              # grpo: GRPO alone; shuffled: T with shuffled skills alone (one arm per sitting)
+#                              # grpo: GRPO alone; shuffled: T with shuffled skills alone (one arm per sitting);
+#                              # base: the base's plays alone (a warm start another CPU rebuilt, set against a
+#                              # study's base game by game; give its own OUT_DIR)
 #   ANCHOR=1 ...               # also T with the teacher anchor at c_A = 1 (teacher_anchor_coeff: KL to the base on
 #                              # the skill prompt, which keeps the skill teacher the base's), after the arms above
 #   UNQUOTED=1 ...             # also T whose step skills do not quote the command they correct
@@ -54,12 +56,14 @@ case ${ARMS:-grpo_t} in
   t) VARIANTS="$T_ARM" ;;
   grpo) VARIANTS="grpo" ;;
   shuffled) VARIANTS="$T_ARM+shuffle_skills=true" ;;
-  *) echo "ARMS=${ARMS}: choose grpo_t (GRPO and T), all (also T with shuffled skills), t, grpo or shuffled" >&2
+  base) VARIANTS="" ;;
+  *) echo "ARMS=${ARMS}: choose grpo_t (GRPO and T), all (also T with shuffled skills), t, grpo, shuffled or base" >&2
      exit 2 ;;
 esac
 [ -z "${ANCHOR:-}" ] || VARIANTS="$VARIANTS,$T_ARM+teacher_anchor_coeff=$ANCHOR"
 [ -z "${UNQUOTED:-}" ] || VARIANTS="$VARIANTS,$T_ARM+analyzer.quote_sampled=false"
 [ -z "${NO_TEACHER_SAMPLES:-}" ] || VARIANTS="$VARIANTS,$T_ARM+teacher_sample_adv_weight=0"
+VARIANTS=${VARIANTS#,}  # ARMS=base with an extra arm
 PANEL=alfworld/valid_unseen@v1
 PLAYED=$(play_dir "$BASE" "$PANEL")/results.json
 HEADROOM=${HEADROOM:-$([ -f "$PLAYED" ] && echo "$PLAYED" || true)}

@@ -375,6 +375,32 @@ def test_learning_trains_the_runs_before_the_base_plays(tmp_path, bench_module, 
     assert got["per_seed"]["opid"]["1"]["All"] == 25.0 and got["summary"]["opid_minus_grpo_all"] == 5.0
 
 
+def test_learning_with_no_variants_plays_the_base_alone(tmp_path, bench_module, monkeypatch, capsys):
+    """`--variants ''` (bench/smollm2_study.sh ARMS=base): the base's plays on --seeds, each cached as a study's
+    base job, and nothing trained, nor the oracle headroom panel (about 67 min on SmolLM2) played."""
+    learning = bench_module("learning")
+    played = []
+
+    def never(*a, **k):
+        raise AssertionError("a base-only study trained or played the headroom panel")
+
+    def play(base, seed, args, chunks=None):
+        played.append(seed)
+        return {"columns": ["All"], "success_pct": {"All": 5.0 * seed}, "won_by_task": {"g": bool(seed)}}
+
+    monkeypatch.setattr(learning, "train_and_eval", never)
+    monkeypatch.setattr(learning, "base_headroom", never)
+    monkeypatch.setattr(learning, "evaluate_policy", play)
+    out = tmp_path / "study"
+    argv = ["--base", str(tmp_path / "no-model"), "--variants", "", "--seeds", "0,1", "--out", str(out),
+            "--torch-threads", "0", "--headroom-panel", "alfworld/valid_unseen@v1"]
+    assert learning.main(argv) == 0 and played == [0, 1]
+    assert json.loads((out / "runs" / "base-s1.json").read_text())["won_by_task"] == {"g": True}
+    assert sorted(p.name for p in (out / "runs").glob("*.json")) == ["base-s0.json", "base-s1.json"]
+    assert "base seed 1 on alfworld/valid_unseen@v1: All 5.0 %" in capsys.readouterr().out
+    assert learning.main(argv) == 0 and played == [0, 1]  # cached: read, not played again
+
+
 def test_the_learners_micro_batch_is_a_study_setting(tmp_path, bench_module):
     """--micro-batch-size reaches the OPIDConfig every arm trains with (the SmolLM2 study's 4 rows keep its learner
     inside 24 GB); left out, the tiny preset's 16 stays."""
