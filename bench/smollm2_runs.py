@@ -10,6 +10,8 @@ A study's jobs share one base and one play seed per seed, so only rows of one st
 studies the bases differ (another dtype or another CPU's rounding).
 
     python bench/smollm2_runs.py [STUDY_DIR ...]     # default: bench/results/smollm2_study*/
+    python bench/smollm2_runs.py --bases             # instead: one seed's base plays across studies whose warm
+                                                     # starts differ (e.g. rebuilt on another CPU), game by game
 """
 
 from __future__ import annotations
@@ -89,13 +91,63 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# What decides a base's play besides its weights: two studies' base plays of one seed are set side by side only where
+# these agree (the play seed is the job's seed).
+PLAY_SETTINGS = ("eval_panel", "eval_episodes", "eval_temperature", "eval_max_steps", "max_new_tokens",
+                 "max_prompt_len", "history_length", "batch_envs", "dtype", "env_config")
+
+
+def base_pairs(studies: list[Path]) -> list[dict]:
+    """Per seed, each two studies whose base plays used the same play settings but other warm-start weights (the
+    same recipe rebuilt on CPUs that round differently): both success counts and, where both recorded which games
+    they won, the games only the first / only the second won with the sign test's p. Why: it says whether a warm
+    start rebuilt on another CPU plays like the study's own, i.e. how much a CPU's rounding moves a base."""
+    bases = []
+    for study in studies:
+        settings = json.loads((study / "settings.json").read_text())
+        bases += [(study, settings, j) for j in jobs_of(study) if j["variant"] == BASE]
+    out = []
+    for i, (sa, a_set, a) in enumerate(bases):
+        for sb, b_set, b in bases[i + 1:]:
+            same_play = all(a_set.get(k) == b_set.get(k) for k in PLAY_SETTINGS)
+            if a["seed"] != b["seed"] or not same_play or a_set["base_weights"] == b_set["base_weights"]:
+                continue
+            ra, rb = row(sa, a_set, a, None), row(sb, b_set, b, None)
+            pair = {"seed": a["seed"], "first": f"{sa.name} {ra['weights']}", "second": f"{sb.name} {rb['weights']}",
+                    "won": (ra["won"], rb["won"]), "n": (ra["n"], rb["n"]), "games": None}
+            g = per_game([{**a, "variant": "first"}, {**b, "variant": "second"}], "first", "second")
+            if g:
+                x = g[str(a["seed"])]
+                pair["games"] = (x["only_variant"], x["only_baseline"], x["p_sign"], x["games"])
+            out.append(pair)
+    return out
+
+
+def bases_text(pairs: list[dict]) -> str:
+    if not pairs:
+        return "no seed has base plays in two studies with the same play settings and other warm-start weights"
+    lines = []
+    for p in pairs:
+        games = ("" if p["games"] is None else
+                 f"; games only first / only second: {p['games'][0]} / {p['games'][1]} (p {p['games'][2]:.2g}), "
+                 f"the other {p['games'][3] - p['games'][0] - p['games'][1]} of {p['games'][3]} alike")
+        lines.append(f"seed {p['seed']}: {p['first']} won {p['won'][0]} / {p['n'][0]}, {p['second']} won "
+                     f"{p['won'][1]} / {p['n'][1]}{games}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("studies", nargs="*", type=Path, help="study folders (default: bench/results/smollm2_study*/)")
+    p.add_argument("--bases", action="store_true",
+                   help="instead of the table: base plays of one seed in studies whose warm starts differ")
     args = p.parse_args(argv)
     studies = args.studies or sorted(d for d in RESULTS.glob("smollm2_study*") if (d / "settings.json").is_file())
     if not studies:
         p.error(f"no study folders (looked for {RESULTS}/smollm2_study*/settings.json)")
+    if args.bases:
+        print(bases_text(base_pairs(studies)))
+        return 0
     print(table([r for s in studies for r in rows_of(s)]))
     return 0
 

@@ -56,3 +56,31 @@ def test_the_readme_holds_the_table_the_script_prints_from_the_repos_studies(cap
     assert table.count("\n") >= 8, table  # the bf16 studies' jobs alone fill eight rows
     readme = "\n".join(line.strip() for line in (REPO / "README.md").read_text().splitlines())  # list indent
     assert table in readme, "README's SmolLM2 table stale: paste `python bench/smollm2_runs.py` (indented 2 spaces)"
+
+
+def test_bases_sets_one_seeds_base_plays_side_by_side_across_warm_starts(tmp_path, bench_module, capsys):
+    """`--bases`: a warm start rebuilt on another CPU (other weights, same play settings) against the study's own
+    base, game by game per seed; studies whose plays were set up otherwise, or share one base, are not paired."""
+    runs = bench_module("smollm2_runs")
+    play = {"eval_panel": "alfworld/valid_unseen@v1", "eval_temperature": 0.4, "batch_envs": 16, "dtype": "bfloat16"}
+    a_won = [True, True, True, False, False, False, False, False]
+    b_won = [True, False, False, True, False, False, False, False]  # only a: 2 games, only b: 1, alike: 5
+    studies = {"s_epyc": ("sha256:60f234c8aa", play, {0: a_won, 1: a_won}),
+               "s_amx": ("sha256:08f2a789bb", play, {0: b_won}),
+               "s_other_play": ("sha256:08f2a789cc", {**play, "eval_temperature": 0.7}, {0: b_won}),
+               "s_same_base": ("sha256:60f234c8aa", play, {0: b_won})}
+    for name, (weights, settings, bases) in studies.items():
+        (tmp_path / name / "runs").mkdir(parents=True)
+        (tmp_path / name / "settings.json").write_text(json.dumps({**SETTINGS, **settings, "base_weights": weights}))
+        for seed, won in bases.items():
+            (tmp_path / name / "runs" / f"base-s{seed}.json").write_text(json.dumps(_table(won)))
+    pairs = runs.base_pairs([tmp_path / n for n in studies])
+    assert [(p["seed"], p["first"], p["second"]) for p in pairs] == [
+        (0, "s_epyc bfloat16 60f234c8", "s_amx bfloat16 08f2a789"),
+        (0, "s_amx bfloat16 08f2a789", "s_same_base bfloat16 60f234c8")]
+    assert pairs[0]["won"] == (3, 2) and pairs[0]["games"] == (2, 1, 1.0, 8)
+    assert runs.main(["--bases", str(tmp_path / "s_epyc"), str(tmp_path / "s_amx")]) == 0
+    assert ("seed 0: s_epyc bfloat16 60f234c8 won 3 / 8, s_amx bfloat16 08f2a789 won 2 / 8; games only first / only "
+            "second: 2 / 1 (p 1), the other 5 of 8 alike") in capsys.readouterr().out
+    assert runs.main(["--bases", str(tmp_path / "s_epyc"), str(tmp_path / "s_same_base")]) == 0
+    assert "no seed has base plays in two studies" in capsys.readouterr().out
