@@ -125,13 +125,21 @@ def warm_start(args) -> str:
     return out
 
 
+def play_kwargs(path: str, args, **kw) -> dict:
+    """evaluate()'s keywords for a play of `path` with the bench's rollout settings (panel, seed, skills in kw)."""
+    return dict(progress=False, batch_envs=args.batch_envs, temperature=args.eval_temperature, llm_model=path,
+                max_steps=args.eval_max_steps, history_length=args.history_length,
+                max_new_tokens=args.max_new_tokens, max_prompt_len=args.max_prompt_len, dtype=args.dtype,
+                env_kwargs=args.env_config, **kw)
+
+
 def _play_panel(path: str, args, **kw) -> dict:
-    """opid-eval's evaluate() with the bench's rollout settings (panel, seed, skills in kw), played in a fresh child
-    process (spawned; one at a time, for the play's length only). Why: on an AVX-512 Xeon a SmolLM2 play in the
-    process that had just trained ran at about half speed (3.66 s a step, against 1.97 for the next chunk of the
-    same play in a fresh process; docs/STUDIES.md, cause not found); the child starts with none of what training
-    left in this process, and plays the same games (same weights, settings, seeds and torch threads; checked by
-    tests/test_bench_resume.py and bench/play_after_training.py)."""
+    """opid-eval's evaluate() with play_kwargs' settings, played in a fresh child process (spawned; one at a time, for
+    the play's length only). Why: on an AVX-512 Xeon a SmolLM2 play in the process that had just trained ran at about
+    half speed (3.66 s a step, against 1.97 for the next chunk of the same play in a fresh process; docs/STUDIES.md,
+    cause not found); the child starts with none of what training left in this process, and plays the same games (same
+    weights, settings, seeds and torch threads; checked by tests/test_bench_resume.py and
+    bench/play_after_training.py)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -142,10 +150,7 @@ def _play_panel(path: str, args, **kw) -> dict:
     threads = getattr(args, "torch_threads", None) or torch.get_num_threads()
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
                              initializer=torch.set_num_threads, initargs=(threads,)) as child:
-        return child.submit(evaluate, progress=False, batch_envs=args.batch_envs, temperature=args.eval_temperature,
-                            llm_model=path, max_steps=args.eval_max_steps, history_length=args.history_length,
-                            max_new_tokens=args.max_new_tokens, max_prompt_len=args.max_prompt_len,
-                            dtype=args.dtype, env_kwargs=args.env_config, **kw).result()
+        return child.submit(evaluate, **play_kwargs(path, args, **kw)).result()
 
 
 def evaluate_policy(path: str, seed: int, args, chunks: str | None = None) -> dict:

@@ -46,8 +46,7 @@ def main(argv=None) -> int:
     from opid_rllib.eval.panel import evaluate
 
     play = dict(panel=args.eval_panel, episodes=a.episodes, seed=0)
-    here_kw = dict(progress=False, batch_envs=16, temperature=0.4, llm_model=policy, max_steps=30, history_length=2,
-                   max_new_tokens=32, max_prompt_len=2048, dtype=a.dtype, env_kwargs=args.env_config, **play)
+    here_kw = learning.play_kwargs(policy, args, **play)  # the child's play, in this process
     plays = {}
     for name, fn in (("in this process", lambda: evaluate(**here_kw)),
                      ("in bench/learning.py's child", lambda: learning._play_panel(policy, args, **play)),
