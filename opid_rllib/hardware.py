@@ -49,3 +49,28 @@ def bf16_cpu_warning(dtype: str, on_cpu: bool = True, flags: frozenset[str] | No
     return ("warning: --dtype bfloat16 on a CPU without AVX512-BF16 or AMX (no "
             f"{'/'.join(BF16_FLAGS)} in /proc/cpuinfo): torch emulates bf16 matmuls in software here, many times "
             "slower than float32; pass --dtype float32 (python bench/dtype_speed.py measures both on this machine)")
+
+
+# oneDNN's cap on the instruction set its kernels may use (oneDNN reads ONEDNN_MAX_CPU_ISA, or the older
+# DNNL_MAX_CPU_ISA, once, when torch first calls it).
+ISA_ENV = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+
+
+def numerics_record(text: str | None = None) -> dict:
+    """What decides the rounding of a CPU run, written beside its weights (opid-sft's `sft_stats.json`: machine).
+
+    Why: the same recipe, seed and thread count rebuild a warm start bit for bit on one kind of CPU, and other
+    weights on another: torch runs bf16 matmuls in oneDNN, whose kernels differ by instruction set (AMX tiles on a
+    Xeon with AMX, AVX512-BF16 dot products on an AMD EPYC), and float32 ones in MKL and ATen's AVX2 or AVX-512
+    code. A study's runs must start from one base, so the record says which machine kind can rebuild it.
+    """
+    import os
+
+    import torch
+
+    flags = cpu_flags(text)
+    return {"cpu_model": cpuinfo_value(("model name",), text),
+            "bf16_flags": None if flags is None else sorted(f for f in BF16_FLAGS if f in flags),
+            "torch": torch.__version__, "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "torch_threads": torch.get_num_threads(),
+            "onednn_max_cpu_isa": next((os.environ[k] for k in ISA_ENV if os.environ.get(k)), None)}

@@ -142,6 +142,7 @@ def _check(args) -> dict:
 
 
 def run(args) -> dict:
+    from opid_rllib.hardware import numerics_record
     from opid_rllib.models import ModelResolutionError, resolve_model
     from opid_rllib.sft.checkpoint import ResumeMismatch
     from opid_rllib.sft.demos import collect_demonstrations
@@ -221,7 +222,7 @@ def run(args) -> dict:
         raise CliError(str(e)) from None
     stats_path = Path(out) / STATS_FILE
     stats = json.loads(stats_path.read_text())
-    stats.update({"env": args.env, "split": args.split, "model": args.model, "collection": cstats,
+    stats.update({"machine": numerics_record(), "env": args.env, "split": args.split, "model": args.model, "collection": cstats,
                   "policy_states": pstats, "policy_tasks": args.policy_tasks,
                   "history_length": args.history_length, "max_steps": args.max_steps,
                   "skill_fraction": args.skill_fraction, "step_skill_wording": args.step_skill_wording,

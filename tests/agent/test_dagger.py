@@ -117,6 +117,7 @@ def test_cli_trains_on_policy_states_alone(tmp_path, capsys):
     ps = stats["policy_states"]
     assert ps["policy_episodes"] == 2 and ps["labelled_states"] >= 2 and stats["demos"] == ps["demos"]
     assert stats["collection"] == {} and stats["policy_tasks"] == 2 and stats["dtype"] == "bfloat16"
+    assert stats["machine"]["torch_threads"] == 1 and stats["machine"]["torch"] == torch.__version__  # who built it
     assert "distinct states labelled by the expert" in capsys.readouterr().out
     assert main(["--env", "searchqa", "--out", str(tmp_path / "x"), "--tasks", "0"]) == 2
     assert "--policy-tasks" in capsys.readouterr().err

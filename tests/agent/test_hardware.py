@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from opid_rllib import hardware
-from opid_rllib.hardware import bf16_cpu_warning, cpu_flags, cpuinfo_value
+from opid_rllib.hardware import bf16_cpu_warning, cpu_flags, cpuinfo_value, numerics_record
 
 X86 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx avx2 fma\nbogomips\t: 4890\n"
 ARM = "processor\t: 0\nFeatures\t: fp asimd bf16 sve\nCPU part\t: 0xd40\n"
@@ -30,6 +30,21 @@ def test_warns_only_for_bf16_on_a_cpu_whose_flags_lack_it():
     assert bf16_cpu_warning("bfloat16", flags=cpu_flags(ARM)) is None
     assert bf16_cpu_warning("float32", flags=NO_BF16) is None
     assert bf16_cpu_warning("bfloat16", on_cpu=False, flags=NO_BF16) is None  # a GPU does the work
+
+
+def test_numerics_record_names_the_cpu_its_bf16_flags_and_the_onednn_isa_cap(monkeypatch):
+    import torch
+
+    amx = "model name\t: Intel(R) Xeon(R) Processor\nflags\t\t: avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    rec = numerics_record(amx)
+    assert rec["cpu_model"] == "Intel(R) Xeon(R) Processor" and rec["bf16_flags"] == ["amx_bf16", "avx512_bf16"]
+    assert rec["onednn_max_cpu_isa"] is None and rec["torch_threads"] == torch.get_num_threads()
+    assert rec["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert numerics_record(X86)["bf16_flags"] == [] and numerics_record("processor\t: 0\n")["bf16_flags"] is None
+    monkeypatch.setenv("DNNL_MAX_CPU_ISA", "AVX512_CORE_BF16")
+    assert numerics_record(amx)["onednn_max_cpu_isa"] == "AVX512_CORE_BF16"
 
 
 def test_unknown_flags_say_nothing(monkeypatch):
