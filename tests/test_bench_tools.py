@@ -1,5 +1,5 @@
 """bench/ helpers the README's studies rely on: bench/learning.py's plots, summary, variants, cost, headroom,
-dtype and shard rules; bench/take_errors.py, bench/repeats.py and bench/dtype_speed.py."""
+dtype and shard rules; bench/take_errors.py, bench/repeats.py, bench/dtype_speed.py and bench/onednn_isa.py."""
 
 from __future__ import annotations
 
@@ -239,6 +239,23 @@ def test_dtype_speed_times_both_dtypes_side_by_side(tmp_path, one_thread, bench_
     assert all(r["runs"][0]["won"] == 0 and r["runs"][0]["steps"] == 2 * 3 for r in rows[2:])
     with pytest.raises(SystemExit):
         dtype_speed.main(["--model", "tiny", "--dtypes", "float32,float64"])
+
+
+def test_onednn_isa_probe_reports_kernels_and_bits_per_cap(tmp_path, bench_module, capsys):
+    """bench/onednn_isa.py: each cap runs in its own process, and the same cap twice gives the same bits (the
+    probe itself is deterministic, so a difference between caps is the kernels'); where the CPU has AVX-512,
+    oneDNN names a matmul kernel, and capping it at AVX2 names another one."""
+    from opid_rllib.hardware import cpu_flags
+
+    onednn_isa = bench_module("onednn_isa")
+    out = tmp_path / "isa.json"
+    assert onednn_isa.main(["--caps", "default,default,AVX2", "--threads", "1", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["cap"] for r in rows] == ["default", "default", "AVX2"] and rows[0]["bits"] == rows[1]["bits"]
+    assert all(len(r["bits"]) == 16 and r["seconds"] > 0 for r in rows)
+    if "avx512bw" in (cpu_flags() or ()):
+        assert rows[0]["kernels"] and rows[0]["kernels"] == rows[1]["kernels"] != rows[2]["kernels"]
+    assert "same as default" in capsys.readouterr().out
 
 
 def test_learning_shards_take_the_next_unclaimed_job(tmp_path, bench_module):
