@@ -57,12 +57,14 @@ ISA_ENV = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 
 
 def numerics_record(text: str | None = None) -> dict:
-    """What decides the rounding of a CPU run, written beside its weights (opid-sft's `sft_stats.json`: machine).
+    """The machine a CPU run's rounding depends on, written beside its weights (`sft_stats.json`: machine).
 
     Why: the same recipe, seed and thread count rebuild a warm start bit for bit on one kind of CPU, and other
     weights on another: torch runs bf16 matmuls in oneDNN, whose kernels differ by instruction set (AMX tiles on a
     Xeon with AMX, AVX512-BF16 dot products on an AMD EPYC), and float32 ones in MKL and ATen's AVX2 or AVX-512
-    code. A study's runs must start from one base, so the record says which machine kind can rebuild it.
+    code. Capping oneDNN at another CPU's kernels did not rebuild that CPU's weights (docs/STUDIES.md, "Pinning
+    oneDNN's instruction set"), so the record names the CPU itself: a study's runs must start from one base, and
+    only a CPU of the same kind rebuilds it.
     """
     import os
 

@@ -222,8 +222,8 @@ def run(args) -> dict:
         raise CliError(str(e)) from None
     stats_path = Path(out) / STATS_FILE
     stats = json.loads(stats_path.read_text())
-    stats.update({"machine": numerics_record(), "env": args.env, "split": args.split, "model": args.model, "collection": cstats,
-                  "policy_states": pstats, "policy_tasks": args.policy_tasks,
+    stats.update({"machine": numerics_record(), "env": args.env, "split": args.split, "model": args.model,
+                  "collection": cstats, "policy_states": pstats, "policy_tasks": args.policy_tasks,
                   "history_length": args.history_length, "max_steps": args.max_steps,
                   "skill_fraction": args.skill_fraction, "step_skill_wording": args.step_skill_wording,
                   "deviation_prob": args.deviation_prob, "deviation_repeat_prob": args.deviation_repeat_prob,
