@@ -35,7 +35,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # learning_report, also when imported by path
 from learning_report import delta_text, paired_text, plot, run_seconds, summary, table_text  # noqa: E402
-from run_cache import cached, check_dtype, check_settings, claim, release  # noqa: E402
+from run_cache import cached, check_base, check_dtype, check_settings, claim, release  # noqa: E402
 
 from opid_rllib.settings import SFT_DTYPE_NAMES  # noqa: E402  (the warm start's dtypes bound the bench's)
 from opid_rllib.cli import json_object_arg  # noqa: E402
@@ -395,7 +395,7 @@ def main(argv=None) -> int:
               "warm start they were made from (OUT/settings.json: base_weights)", flush=True)
     else:
         base_weights = weights_fingerprint(base)
-        check_settings(args.out, {"base_weights": base_weights})
+        check_base(args.out, base, base_weights)
     seeds = [int(s) for s in args.seeds.split(",")]
 
     def base_play(s: int) -> dict:

@@ -83,3 +83,43 @@ def check_settings(out: str, settings: dict) -> None:
         settings = {**have, **settings}
     with open(path, "w") as f:
         json.dump(settings, f, indent=1, sort_keys=True)
+
+
+def _machine(base: str) -> dict | None:
+    """The machine opid-sft recorded beside a warm start (sft_stats.json: machine); None for older folders."""
+    try:
+        with open(os.path.join(base, "sft_stats.json")) as f:
+            return json.load(f).get("machine")
+    except (OSError, ValueError):
+        return None
+
+
+def _describe(machine: dict | None) -> str:
+    if not machine:
+        return "a machine it did not record"
+    cap = machine.get("onednn_max_cpu_isa")
+    return (f"{machine.get('cpu_model')} (bf16 flags {machine.get('bf16_flags')}, torch "
+            f"{machine.get('torch_cpu_capability')}{f', ONEDNN_MAX_CPU_ISA={cap}' if cap else ''})")
+
+
+def check_base(out: str, base: str, base_weights: str) -> None:
+    """check_settings for the warm start, known by its weights (base_weights), and the machine it was built on
+    recorded beside them on first use (base_machine). Where the weights differ, the refusal says why that happens
+    with the same recipe: another kind of CPU rounds differently and rebuilds other weights (docs/STUDIES.md), so it
+    names the machine each base was built on."""
+    machine = _machine(base)
+    try:
+        check_settings(out, {"base_weights": base_weights})
+    except SystemExit as e:
+        with open(os.path.join(out, "settings.json")) as f:
+            have = json.load(f).get("base_machine")
+        raise SystemExit(f"{e}. The same recipe rebuilds other weights on another kind of CPU (docs/STUDIES.md, "
+                         f"\"Pinning oneDNN's instruction set\"): this base was built on {_describe(machine)}, the "
+                         f"folder's on {_describe(have)}; rebuild it on a CPU of the folder's kind") from None
+    path = os.path.join(out, "settings.json")
+    with open(path) as f:
+        settings = json.load(f)
+    if machine and "base_machine" not in settings:
+        settings["base_machine"] = machine
+        with open(path, "w") as f:
+            json.dump(settings, f, indent=1, sort_keys=True)

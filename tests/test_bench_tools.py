@@ -311,6 +311,30 @@ def test_learning_shards_take_the_next_unclaimed_job(tmp_path, bench_module):
         learning.main(other + ["--shard", "0/2"])
 
 
+def test_another_base_is_refused_naming_the_machine_each_was_built_on(tmp_path, bench_module):
+    """bench/run_cache.check_base: the folder records the machine of its base (opid-sft's sft_stats.json) beside
+    its weights on first use; another base is refused with both machines named, the same weights from a machine
+    recorded otherwise are not, and a base without a record (an older folder) says so."""
+    run_cache = bench_module("run_cache")
+    out, a, b, old = tmp_path / "study", tmp_path / "a", tmp_path / "b", tmp_path / "old"
+    for d, cpu in ((a, "AMD EPYC 9R14"), (b, "Intel(R) Xeon(R) Processor")):
+        d.mkdir()
+        (d / "sft_stats.json").write_text(json.dumps({"machine": {
+            "cpu_model": cpu, "bf16_flags": ["avx512_bf16"], "torch_cpu_capability": "AVX512",
+            "onednn_max_cpu_isa": None if d == a else "AVX512_CORE_BF16"}}))
+    out.mkdir()
+    run_cache.check_base(str(out), str(a), "sha256:aaaa")
+    settings = json.loads((out / "settings.json").read_text())
+    assert settings["base_weights"] == "sha256:aaaa" and settings["base_machine"]["cpu_model"] == "AMD EPYC 9R14"
+    run_cache.check_base(str(out), str(b), "sha256:aaaa")  # same weights: fine, and the first record stays
+    assert json.loads((out / "settings.json").read_text())["base_machine"]["cpu_model"] == "AMD EPYC 9R14"
+    with pytest.raises(SystemExit, match=r"base_weights: 'sha256:aaaa' there, 'sha256:bbbb' here.*another kind of "
+                       r"CPU.*built on Intel\(R\) Xeon.*ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16.*folder's on AMD EPYC"):
+        run_cache.check_base(str(out), str(b), "sha256:bbbb")
+    with pytest.raises(SystemExit, match=r"this base was built on a machine it did not record"):
+        run_cache.check_base(str(out), str(old), "sha256:cccc")
+
+
 def test_a_warm_start_is_known_by_its_weights_not_its_path(tmp_path, bench_module):
     """A study resumed on a fresh machine names a rebuilt warm start: it is the same base exactly where its weight
     files are (same names, same bytes), wherever the folder lies."""
