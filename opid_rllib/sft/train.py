@@ -197,6 +197,7 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
         t_ep = time.perf_counter()
         ep_loss_sum, ep_tokens = 0.0, 0
         win_sum, win_tok = 0.0, 0
+        step_losses: list[float] = []  # each step's token-mean loss: step 1's is the pretrained weights' on one batch
         for batch in length_batches(lengths, int(batch_size), rng):
             if time_budget_s is not None and elapsed() > float(time_budget_s):
                 stopped_early = True
@@ -206,6 +207,7 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
             for g in opt.param_groups:
                 g["lr"] = cur_lr
             n_tok = sum(len(responses[i]) for i in batch)
+            step_sum = 0.0
             opt.zero_grad(set_to_none=True)
             for mb in micro_batches(batch, lengths, int(max_tokens_per_micro)):
                 b = {k: torch.as_tensor(v) for k, v in pack([prompts[i] for i in mb], [responses[i] for i in mb],
@@ -215,8 +217,10 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
                                              b["response_len"])[0]
                 nll = -logp.float().sum()
                 (nll / n_tok).backward()
-                ep_loss_sum += float(nll.detach())
-                win_sum += float(nll.detach())
+                step_sum += float(nll.detach())
+            ep_loss_sum += step_sum
+            win_sum += step_sum
+            step_losses.append(step_sum / max(1, n_tok))
             ep_tokens += n_tok
             win_tok += n_tok
             if max_grad_norm and max_grad_norm > 0:
@@ -231,7 +235,8 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
         if ep_tokens == 0:
             break
         loss = ep_loss_sum / max(1, ep_tokens)
-        curve.append({"epoch": epoch + 1, "loss": loss, "lr": cur_lr, "seconds": time.perf_counter() - t_ep})
+        curve.append({"epoch": epoch + 1, "loss": loss, "lr": cur_lr, "seconds": time.perf_counter() - t_ep,
+                      "step_losses": step_losses})
         if not stopped_early:  # a whole epoch: the state a resumed run starts the next epoch from
             checkpoint.save(out_dir, model=model, opt=opt, rng=rng, fp=fp, epoch=epoch + 1, step=step, curve=curve,
                             seconds=elapsed())

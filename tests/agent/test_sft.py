@@ -99,6 +99,12 @@ def test_sft_run_learns_and_saves_a_loadable_folder(tmp_path, one_thread, capsys
     assert after == pytest.approx(stats["final_eval_loss"], rel=1e-4)
     assert after < before - 0.5, (before, after)
     assert stats["loss_curve"][-1]["loss"] < stats["loss_curve"][0]["loss"]
+    # each step's loss is kept (step 1's, the pretrained weights' on one batch, tells early whether a rebuild on
+    # another machine rounds like the recorded one); an epoch's loss is their token-weighted mean
+    for c in stats["loss_curve"]:
+        assert len(c["step_losses"]) == stats["optimizer_steps"] // 2
+        assert min(c["step_losses"]) <= c["loss"] <= max(c["step_losses"])
+    assert min(stats["loss_curve"][-1]["step_losses"]) < stats["loss_curve"][0]["step_losses"][0]
 
     # resolve_model(path) opens the folder; same weights -> same logits
     assert resolve_model(str(out)) == out
