@@ -39,7 +39,9 @@ print("PROBE " + json.dumps({"bits": hashlib.sha256(bits).hexdigest()[:16], "sec
 def probe(cap: str, threads: int) -> dict:
     """One fresh interpreter under `cap` ("default": no cap): the kernel oneDNN reported (None where the matmul
     never reached oneDNN, e.g. a CPU without AVX-512, where ATen runs bf16 itself), the bits' hash and time."""
-    env = {k: v for k, v in os.environ.items() if k not in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")}
+    from opid_rllib.hardware import ISA_ENV
+
+    env = {k: v for k, v in os.environ.items() if k not in ISA_ENV}
     env.update(ONEDNN_VERBOSE="1", PROBE_THREADS=str(threads))
     if cap != "default":
         env["ONEDNN_MAX_CPU_ISA"] = cap

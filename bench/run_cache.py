@@ -66,21 +66,23 @@ def check_dtype(out: str, dtype: str) -> None:
         f.write(dtype + "\n")
 
 
-def check_settings(out: str, settings: dict) -> None:
+def check_settings(out: str, settings: dict, noted: dict | None = None) -> None:
     """Runs are cached by variant and seed only, so one --out holds the runs of one study: OUT/settings.json
     records, on first use, everything else a run depends on (learning rate, budget, env, play), and a call with
     other settings is refused rather than mixing its runs with the folder's (a study resumed over several
     sessions must not change its learning rate halfway). A folder from before this record takes its next call's
-    settings; a setting the record lacks is added to it."""
+    settings; a setting the record lacks is added to it. `noted` entries are recorded where the folder lacks them
+    and never compared (what a setting came from, e.g. the machine that built the warm start)."""
     path = os.path.join(out, "settings.json")
     settings = json.loads(json.dumps(settings, default=str))  # compared as they read back from JSON
+    have = {}
     if os.path.exists(path):
         with open(path) as f:
             have = json.load(f)
         bad = [f"{k}: {have[k]!r} there, {v!r} here" for k, v in settings.items() if k in have and have[k] != v]
         if bad:
             raise SystemExit(f"{out} holds runs made with other settings ({'; '.join(bad)}); give another --out")
-        settings = {**have, **settings}
+    settings = {**(noted or {}), **have, **settings}
     with open(path, "w") as f:
         json.dump(settings, f, indent=1, sort_keys=True)
 
@@ -109,17 +111,10 @@ def check_base(out: str, base: str, base_weights: str) -> None:
     names the machine each base was built on."""
     machine = _machine(base)
     try:
-        check_settings(out, {"base_weights": base_weights})
+        check_settings(out, {"base_weights": base_weights}, noted={"base_machine": machine} if machine else None)
     except SystemExit as e:
         with open(os.path.join(out, "settings.json")) as f:
             have = json.load(f).get("base_machine")
         raise SystemExit(f"{e}. The same recipe rebuilds other weights on another kind of CPU (docs/STUDIES.md, "
                          f"\"Pinning oneDNN's instruction set\"): this base was built on {_describe(machine)}, the "
                          f"folder's on {_describe(have)}; rebuild it on a CPU of the folder's kind") from None
-    path = os.path.join(out, "settings.json")
-    with open(path) as f:
-        settings = json.load(f)
-    if machine and "base_machine" not in settings:
-        settings["base_machine"] = machine
-        with open(path, "w") as f:
-            json.dump(settings, f, indent=1, sort_keys=True)
