@@ -56,7 +56,7 @@ def sft_once(model: str, demos, dtype: str, args) -> dict:
 
 def rl_once(model: str, dtype: str, args) -> dict:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from learning import study_config  # bench/learning.py: the config a study trains a variant with
+    from study_job import study_config  # bench/study_job.py: the config a study trains a variant with
 
     # the studies' sizes (bench/opid_vs_grpo_study.sh): 4 tasks x 4 copies, lr 3e-4, 32 step-samples per step
     study = argparse.Namespace(env_config=args.env_config, max_steps=args.max_steps, tasks_per_iter=4,

@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import learning  # noqa: E402
+import study_job  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -40,16 +40,16 @@ def main(argv=None) -> int:
                               eval_panel="alfworld/valid_unseen@v1", eval_episodes=a.episodes)
     policy = os.path.join(a.out, "policy")
     t = time.time()
-    learning.train_job(a.base, "grpo", 0, args, os.path.join(a.out, "run"), policy)
+    study_job.train_job(a.base, "grpo", 0, args, os.path.join(a.out, "run"), policy)
     print(f"trained one iteration: {time.time() - t:.0f} s", flush=True)
 
     from opid_rllib.eval.panel import evaluate
 
     play = dict(panel=args.eval_panel, episodes=a.episodes, seed=0)
-    here_kw = learning.play_kwargs(policy, args, **play)  # the child's play, in this process
+    here_kw = study_job.play_kwargs(policy, args, **play)  # the child's play, in this process
     plays = {}
     for name, fn in (("in this process", lambda: evaluate(**here_kw)),
-                     ("in bench/learning.py's child", lambda: learning._play_panel(policy, args, **play)),
+                     ("in bench/learning.py's child", lambda: study_job._play_panel(policy, args, **play)),
                      ("in this process after ray.shutdown()", lambda: (_shutdown(), evaluate(**here_kw))[1])):
         t = time.time()
         ev = fn()

@@ -36,7 +36,7 @@ from opid_rllib.eval.panel import read_plays
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from comparisons import short_label, short_run_dir  # noqa: E402
-from learning import PLAY_CHUNKS  # noqa: E402  (a run folder's panel play)
+from study_job import PLAY_CHUNKS  # noqa: E402  (a run folder's panel play)
 
 _NAME = r"[a-z]+ \d+"
 GRAMMAR = tuple(re.compile(p) for p in (

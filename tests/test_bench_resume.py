@@ -31,7 +31,7 @@ def _weights(policy):
 @pytest.mark.ray
 def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(tmp_path, bench_module,
                                                                                  monkeypatch, capsys):
-    learning = bench_module("learning")
+    job = bench_module("study_job")
     from opid_rllib.algorithm import OPID
 
     plays = []
@@ -40,10 +40,10 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
         plays.append((policy, chunks))
         return {"x": 1, "resumed_play_s": 100.0}  # as a play that read back chunks played in an earlier sitting
 
-    monkeypatch.setattr(learning, "evaluate_policy", play)
+    monkeypatch.setattr(job, "evaluate_policy", play)
     variant = "opid:w_step=0.3+teacher_sample_adv_weight=1"
     monkeypatch.chdir(tmp_path)  # --out relative to the working directory, as the study scripts give it
-    whole = learning.train_and_eval("tiny", variant, 0, _args("whole"))
+    whole = job.train_and_eval("tiny", variant, 0, _args("whole"))
 
     real_train, calls = OPID.train, []
 
@@ -54,7 +54,7 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
         return real_train(self)
 
     # The cut comes after iteration 2 was logged, before its checkpoint: the resumed job plays it again.
-    job_checkpoint = sys.modules["job_checkpoint"]  # as bench/learning.py imports it
+    job_checkpoint = sys.modules["job_checkpoint"]  # as bench/study_job.py imports it
     real_save = job_checkpoint.save
 
     def cut_before_the_second_save(algo, run_dir, progress):
@@ -64,9 +64,9 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
 
     monkeypatch.setattr(job_checkpoint, "save", cut_before_the_second_save)
     args = _args("cut")
-    run_dir = Path(learning.run_dir_of(args, variant, 0))
+    run_dir = Path(job.run_dir_of(args, variant, 0))
     with pytest.raises(Cut):
-        learning.train_and_eval("tiny", variant, 0, args)
+        job.train_and_eval("tiny", variant, 0, args)
     monkeypatch.setattr(job_checkpoint, "save", real_save)
     ckpt = run_dir / "checkpoint"
     assert len(json.loads((ckpt / "progress.json").read_text())["iters"]) == 1 and not (run_dir / "policy").exists()
@@ -83,7 +83,7 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
         return real_train(self)
 
     monkeypatch.setattr(OPID, "train", look_then_train)
-    resumed = learning.train_and_eval("tiny", variant, 0, args)
+    resumed = job.train_and_eval("tiny", variant, 0, args)
     monkeypatch.setattr(OPID, "train", real_train)
     assert on_disk == [1]
     assert "resuming after iteration 1" in capsys.readouterr().out
@@ -101,7 +101,7 @@ def test_a_study_job_cut_short_resumes_at_its_next_iteration_and_ends_the_same(t
     monkeypatch.setattr(OPID, "train", cut_in_the_second)
     calls.clear()
     plays.clear()
-    again = learning.train_and_eval("tiny", variant, 0, args)
+    again = job.train_and_eval("tiny", variant, 0, args)
     # ... and keeps its finished chunks of games in the run folder, where a play cut short goes on from them
     assert not calls and plays == [(str(run_dir / "policy"), str(run_dir / "play_chunks.jsonl"))]
     assert again["iters"] == resumed["iters"] and again["train_s"] == resumed["train_s"]
@@ -139,7 +139,7 @@ def test_a_study_play_runs_in_a_fresh_process_and_plays_the_games_this_one_would
 
     from opid_rllib.eval.panel import evaluate
 
-    learning = bench_module("learning")
+    job = bench_module("study_job")
     args = argparse.Namespace(batch_envs=2, eval_temperature=0.4, eval_max_steps=3, history_length=2,
                               max_new_tokens=8, max_prompt_len=512, dtype="float32", env_config={"expert": "sweep"},
                               torch_threads=1)
@@ -147,7 +147,7 @@ def test_a_study_play_runs_in_a_fresh_process_and_plays_the_games_this_one_would
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        child = learning._play_panel("tiny", args, **play)
+        child = job._play_panel("tiny", args, **play)
         assert torch.get_num_threads() == 2  # set to 1 there, not here
         torch.set_num_threads(1)
         here = evaluate(progress=False, batch_envs=2, temperature=0.4, llm_model="tiny", max_steps=3,

@@ -86,13 +86,13 @@ def test_learning_summary_is_the_paired_mean_over_seeds(bench_module):
 
 
 def test_learning_variants_take_analyzer_options(bench_module):
-    learning = bench_module("learning")
-    name, over = learning.parse_variant("opid:w_step=1+analyzer.on_plan_step_skills=3+w_ep=0")
+    job = bench_module("study_job")
+    name, over = job.parse_variant("opid:w_step=1+analyzer.on_plan_step_skills=3+w_ep=0")
     assert name == "opid" and over == {"step_skill_adv_weight": 1, "episode_skill_adv_weight": 0,
                                        "analyzer_config": {"on_plan_step_skills": 3}}
-    assert learning.parse_variant("grpo:invalid_action_source=env") == ("grpo", {"invalid_action_source": "env"})
+    assert job.parse_variant("grpo:invalid_action_source=env") == ("grpo", {"invalid_action_source": "env"})
     with pytest.raises(SystemExit, match="'w=abc': value must be a number"):
-        learning.parse_variant("opid:w=abc")  # a numeric setting keeps refusing words before any run starts
+        job.parse_variant("opid:w=abc")  # a numeric setting keeps refusing words before any run starts
 
 
 def test_learning_results_say_what_the_runs_cost_even_from_the_cache(bench_module):
@@ -114,7 +114,7 @@ def test_learning_headroom_read_from_the_same_oracle_play_only(tmp_path, bench_m
 
     from opid_rllib.models.fingerprint import weights_fingerprint
 
-    learning = bench_module("learning")
+    job = bench_module("study_job")
     args = argparse.Namespace(headroom_panel="alfworld/valid_unseen@v1", eval_temperature=0.4, eval_max_steps=30,
                               history_length=2, max_new_tokens=48, max_prompt_len=1024, dtype="float32",
                               env_config={"expert": "sweep"}, headroom_results=str(tmp_path / "results.json"))
@@ -124,19 +124,19 @@ def test_learning_headroom_read_from_the_same_oracle_play_only(tmp_path, bench_m
     played = {"config": config, "counts": {"episodes": 126}, "table": {"success_pct": {"All": 4.76}},
               "teacher_table": {"success_pct": {"All": 70.63}}, "headroom": {"All": 65.87}}
     (tmp_path / "results.json").write_text(json.dumps(played))
-    got = learning.base_headroom("unused-model-path", args)
+    got = job.base_headroom("unused-model-path", args)
     assert got == {k: played[k] for k in ("table", "teacher_table", "headroom")}
     assert "does not record its model's weights" in capsys.readouterr().out  # an older play: said, not checked
     # bench/smollm2_headroom.sh's RESULTS= record holds the same play under "play" (the repo keeps that one)
     (tmp_path / "results.json").write_text(json.dumps({"command": "bash bench/smollm2_headroom.sh", "play": played}))
-    assert learning.base_headroom("unused-model-path", args) == got
+    assert job.base_headroom("unused-model-path", args) == got
     for key, other in (("max_prompt_len", 2048), ("skills", "none"), ("env_config", {"expert": "handcoded"}),
                        ("dtype", "bfloat16")):
         bad = dict(played, config=dict(config, **{key: other}))
         for on_disk in (bad, {"play": bad}):
             (tmp_path / "results.json").write_text(json.dumps(on_disk))
             with pytest.raises(SystemExit, match=key):
-                learning.base_headroom("unused-model-path", args)
+                job.base_headroom("unused-model-path", args)
     base, other = tmp_path / "base", tmp_path / "other"
     for d, byte in ((base, b"\x00"), (other, b"\x01")):
         d.mkdir()
@@ -144,14 +144,14 @@ def test_learning_headroom_read_from_the_same_oracle_play_only(tmp_path, bench_m
     (tmp_path / "results.json").write_text(json.dumps(
         dict(played, config=dict(config, model=str(tmp_path / "moved"), model_weights=weights_fingerprint(str(base))))))
     capsys.readouterr()
-    assert learning.base_headroom(str(base), args) == got  # the same weights, wherever they were played from
+    assert job.base_headroom(str(base), args) == got  # the same weights, wherever they were played from
     assert "does not record" not in capsys.readouterr().out
     with pytest.raises(SystemExit, match="model_weights: sha256:"):
-        learning.base_headroom(str(other), args)
+        job.base_headroom(str(other), args)
     # the study passes the fingerprint it already took of --base; that one is checked, the folder not hashed again
-    assert learning.base_headroom(str(tmp_path / "gone"), args, weights_fingerprint(str(base))) == got
+    assert job.base_headroom(str(tmp_path / "gone"), args, weights_fingerprint(str(base))) == got
     with pytest.raises(SystemExit, match="model_weights: sha256:"):
-        learning.base_headroom(str(base), args, weights_fingerprint(str(other)))
+        job.base_headroom(str(base), args, weights_fingerprint(str(other)))
 
 
 def test_learning_keeps_one_compute_dtype_per_output_folder(tmp_path, bench_module):
@@ -447,14 +447,14 @@ def test_the_learners_micro_batch_is_a_study_setting(tmp_path, bench_module):
     inside 24 GB); left out, the tiny preset's 16 stays."""
     import argparse
 
-    learning = bench_module("learning")
+    job = bench_module("study_job")
     args = argparse.Namespace(max_steps=15, history_length=2, tasks_per_iter=4, group_size=4, max_prompt_len=2048,
                               max_new_tokens=32, lr=3e-5, minibatch_size=32, dtype="float32", micro_batch_size=4,
                               env_config={"expert": "sweep"})
-    cfg = learning.study_config("tiny", "grpo", 0, args, str(tmp_path))
+    cfg = job.study_config("tiny", "grpo", 0, args, str(tmp_path))
     assert (cfg.micro_batch_size, cfg.minibatch_size, cfg.lr) == (4, 32, 3e-5)
     args.micro_batch_size = None
-    assert learning.study_config("tiny", "grpo", 0, args, str(tmp_path)).micro_batch_size == 16
+    assert job.study_config("tiny", "grpo", 0, args, str(tmp_path)).micro_batch_size == 16
 
 
 def test_learning_reports_the_cached_jobs_only_and_names_the_others(tmp_path, bench_module, monkeypatch, capsys):
@@ -544,10 +544,11 @@ def test_learning_compares_arms_game_by_game_with_a_sign_test(bench_module, monk
         runs, "grpo")
     # the play keeps which game each episode was
     cols = ["All"]
-    monkeypatch.setattr(learning, "_play_panel", lambda path, args, **kw: {
+    job = bench_module("study_job")
+    monkeypatch.setattr(job, "_play_panel", lambda path, args, **kw: {
         "table": {"columns": cols, "success_pct": {"All": 50.0}},
         "episodes": [{"task_id": "a", "won": True}, {"task_id": "b", "won": False}]})
     import argparse
 
-    table = learning.evaluate_policy("m", 1, argparse.Namespace(eval_panel="p", eval_episodes=None))
+    table = job.evaluate_policy("m", 1, argparse.Namespace(eval_panel="p", eval_episodes=None))
     assert table == {"columns": cols, "success_pct": {"All": 50.0}, "won_by_task": {"a": True, "b": False}}
