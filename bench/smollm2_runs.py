@@ -10,6 +10,8 @@ A study's jobs share one base and one play seed per seed, so only rows of one st
 studies the bases differ (another dtype or another CPU's rounding).
 
     python bench/smollm2_runs.py [STUDY_DIR ...]     # default: bench/results/smollm2_study*/
+    python bench/smollm2_runs.py --baseline base     # each job against the base's play of its seed instead of
+                                                     # GRPO's: how far six iterations moved it from where it began
     python bench/smollm2_runs.py --bases             # instead: one seed's base plays across studies whose warm
                                                      # starts differ (e.g. rebuilt on another CPU), game by game
 """
@@ -45,8 +47,9 @@ def jobs_of(study: Path) -> list[dict]:
     return sorted(out, key=lambda r: (r["seed"], order.get(r["variant"], 2), r["variant"]))
 
 
-def row(study: Path, settings: dict, job: dict, grpo: dict | None) -> dict:
-    """One job's figures; `grpo` is the same study's GRPO job of the same seed (None where it has none)."""
+def row(study: Path, settings: dict, job: dict, against: dict | None) -> dict:
+    """One job's figures; `against` is the job it is set against: the same study's job of the same seed of the baseline
+    arm (GRPO, or the base's play), None where it has none."""
     t = job["table"]
     n, pct = t["n"]["All"], t["success_pct"]["All"]
     won_by = t.get("won_by_task")
@@ -55,32 +58,34 @@ def row(study: Path, settings: dict, job: dict, grpo: dict | None) -> dict:
     r = {"study": study.name, "weights": f"{settings['dtype']} {settings['base_weights'].split(':')[-1][:8]}",
          "lr": settings["lr"], "arm": arm,
          "seed": job["seed"], "all_pct": pct, "won": won, "n": n, "agree": t.get("expert_agreement_pct"),
-         "minus_grpo": None, "games": None,
+         "minus": None, "games": None,
          "train_wins": None, "train_s": job.get("train_s"), "eval_s": job.get("eval_s")}
     if job.get("iters"):
         per_iter = settings["group_size"] * settings["tasks_per_iter"]
         wins = sum(round(i["train_success"] * per_iter) for i in job["iters"])  # success is a share of per_iter
         r["train_wins"] = (wins, per_iter * len(job["iters"]))
-    if grpo is not None and job is not grpo:
-        r["minus_grpo"] = pct - grpo["table"]["success_pct"]["All"]
-        g = per_game([job, grpo], job["variant"]).get(str(job["seed"]))  # {} where either lacks won_by_task
+    if against is not None and job is not against:
+        r["minus"] = pct - against["table"]["success_pct"]["All"]
+        g = per_game([job, against], job["variant"], against["variant"]).get(str(job["seed"]))  # {}: no won_by_task
         if g:
             r["games"] = (g["only_variant"], g["only_baseline"], g["p_sign"])
     return r
 
 
-def rows_of(study: Path) -> list[dict]:
+def rows_of(study: Path, baseline: str = "grpo") -> list[dict]:
+    """The study's rows, each job set against the same seed's job of `baseline` ("grpo" or BASE)."""
     settings = json.loads((study / "settings.json").read_text())
     jobs = jobs_of(study)
-    grpo = {j["seed"]: j for j in jobs if j["variant"] == "grpo"}
-    return [row(study, settings, j, grpo.get(j["seed"])) for j in jobs]
+    against = {j["seed"]: j for j in jobs if j["variant"] == baseline}
+    return [row(study, settings, j, against.get(j["seed"])) for j in jobs]
 
 
-def table(rows: list[dict]) -> str:
-    lines = ["| study | base weights | lr | arm | seed | unseen All % (won) | minus GRPO "
-             "| games only arm / only GRPO (p) | Agree % | training wins | train s | play s |", "|---" * 12 + "|"]
+def table(rows: list[dict], baseline: str = "grpo") -> str:
+    name = "GRPO" if baseline == "grpo" else "base"
+    lines = [f"| study | base weights | lr | arm | seed | unseen All % (won) | minus {name} "
+             f"| games only arm / only {name} (p) | Agree % | training wins | train s | play s |", "|---" * 12 + "|"]
     for r in rows:
-        minus = "-" if r["minus_grpo"] is None else _pts(r["minus_grpo"])
+        minus = "-" if r["minus"] is None else _pts(r["minus"])
         games = "-" if r["games"] is None else f"{r['games'][0]} / {r['games'][1]} ({r['games'][2]:.2g})"
         agree = "-" if r["agree"] is None else f"{r['agree']:.1f}"
         wins = "-" if r["train_wins"] is None else f"{r['train_wins'][0]} / {r['train_wins'][1]}"
@@ -139,6 +144,8 @@ def bases_text(pairs: list[dict]) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("studies", nargs="*", type=Path, help="study folders (default: bench/results/smollm2_study*/)")
+    p.add_argument("--baseline", choices=("grpo", "base"), default="grpo",
+                   help="the job of the same study and seed each row is set against (default: GRPO's, the README's)")
     p.add_argument("--bases", action="store_true",
                    help="instead of the table: base plays of one seed in studies whose warm starts differ")
     args = p.parse_args(argv)
@@ -148,7 +155,8 @@ def main(argv=None) -> int:
     if args.bases:
         print(bases_text(base_pairs(studies)))
         return 0
-    print(table([r for s in studies for r in rows_of(s)]))
+    baseline = BASE if args.baseline == "base" else "grpo"
+    print(table([r for s in studies for r in rows_of(s, baseline)], baseline))
     return 0
 
 

@@ -38,10 +38,10 @@ def test_rows_pair_each_job_with_grpo_of_its_seed_and_count_games_and_training_w
     rows = runs.rows_of(study)
     assert [(r["arm"], r["seed"]) for r in rows] == [("base (no RL)", 0), ("grpo", 0), ("T", 0), ("T", 1)]
     base, grpo, t, t1 = rows
-    assert (t["won"], t["minus_grpo"], t["games"]) == (4, 25.0, (3, 1, 0.625))  # sign test: 2 * 5/16
-    assert grpo["minus_grpo"] is None and grpo["games"] is None
+    assert (t["won"], t["minus"], t["games"]) == (4, 25.0, (3, 1, 0.625))  # sign test: 2 * 5/16
+    assert grpo["minus"] is None and grpo["games"] is None
     assert (grpo["train_wins"], t["train_wins"]) == ((3, 48), (2, 48))  # shares of 16 episodes per iteration
-    assert base["train_wins"] is None and base["games"] == (3, 1, 0.625) and t1["minus_grpo"] is None
+    assert base["train_wins"] is None and base["games"] == (3, 1, 0.625) and t1["minus"] is None
     assert runs.main([str(study)]) == 0
     out = capsys.readouterr().out
     assert ("| smollm2_study_x | float32 40f8787d | 1e-05 | T | 0 | 50.0 (4 / 8) | +25.0 | 3 / 1 (0.62) | 31.2 | "
@@ -84,3 +84,27 @@ def test_bases_sets_one_seeds_base_plays_side_by_side_across_warm_starts(tmp_pat
             "second: 2 / 1 (p 1), the other 5 of 8 alike") in capsys.readouterr().out
     assert runs.main(["--bases", str(tmp_path / "s_epyc"), str(tmp_path / "s_same_base")]) == 0
     assert "no seed has base plays in two studies" in capsys.readouterr().out
+
+
+def test_baseline_base_sets_each_job_against_its_seeds_base_play(tmp_path, bench_module, capsys):
+    """`--baseline base`: each arm against the base's play of its seed (where the job started), not GRPO's; the
+    base's own row and a seed without a base play stay unpaired."""
+    runs = bench_module("smollm2_runs")
+    study = tmp_path / "smollm2_study_y"
+    (study / "runs").mkdir(parents=True)
+    (study / "settings.json").write_text(json.dumps(SETTINGS))
+    t_arm = "opid:" + bench_module("comparisons").T_SETTINGS
+    base0 = [True, True, True, True, True, False, False, False]
+    t0 = [True, False, False, False, False, False, True, False]  # only T: 1 game, only the base: 4
+    files = {"base-s0": _table(base0), "grpo-s0": _job("grpo", 0, base0, [0.0]), "T-s0": _job(t_arm, 0, t0, [0.0]),
+             "T-s1": _job(t_arm, 1, t0, [0.0])}
+    for name, rec in files.items():
+        (study / "runs" / f"{name}.json").write_text(json.dumps(rec))
+    base, grpo, t, t1 = runs.rows_of(study, runs.BASE)
+    assert base["minus"] is None and base["games"] is None and t1["games"] is None
+    assert (grpo["minus"], grpo["games"]) == (0.0, (0, 0, 1.0))
+    assert (t["minus"], t["games"]) == (-37.5, (1, 4, 0.375))  # sign test: 2 * 6/32
+    assert runs.main(["--baseline", "base", str(study)]) == 0
+    out = capsys.readouterr().out
+    assert "| minus base | games only arm / only base (p) |" in out
+    assert "| smollm2_study_y | float32 40f8787d | 1e-05 | T | 0 | 25.0 (2 / 8) | -37.5 | 1 / 4 (0.38) |" in out
