@@ -5,6 +5,8 @@ Why: in the SmolLM2 study T takes the expert's command on more steps than GRPO a
 agreeing steps cannot say whether a policy fails to find the object, fails after holding it, or writes commands
 the game cannot parse. This reads the episodes a play or a training run already wrote and counts, per source:
 
+* take commands: the share of all commands that are takes ('take ...', well-formed or not): where a policy stops
+  taking (T on machine E's base, docs/STUDIES.md) this column says so from the episodes alone;
 * ill-formed commands: not in ALFWorld 0.4's command grammar ('go to X N', 'take O N from R N', 'move O N to
   R N', 'open/close/examine/use X N', 'heat/cool/clean/slice O N with R N', 'look', 'inventory'); the game
   answers them "Nothing happens.". Counted apart: the ill-formed takes, and of those the ones naming the task's
@@ -76,7 +78,9 @@ def count(episodes: Sequence[dict[str, Any]], plans: bool = True) -> dict[str, A
     bad_per_game = [[a for a in game if not well_formed(a)] for game in per_game]
     bad = [a for game in bad_per_game for a in game]
     row: dict[str, Any] = {"games": len(episodes), "won": sum(bool(e.get("won")) for e in episodes),
-                           "commands": sum(map(len, per_game)), "ill_formed": len(bad),
+                           "commands": sum(map(len, per_game)),
+                           "takes": sum(a.startswith("take ") for game in per_game for a in game),
+                           "ill_formed": len(bad),
                            "ill_formed_takes": sum(a.startswith("take ") for a in bad),
                            "games_with_ill_formed": sum(bool(game) for game in bad_per_game),
                            "ill_formed_object_takes": _object_takes(episodes, bad_per_game)}
@@ -115,9 +119,9 @@ def label(folder: str | Path) -> str:
     still training), shortened alike."""
     folder = Path(folder)
     record = folder.with_name(folder.name + ".json")
-    if record.exists():
-        job = json.loads(record.read_text())
-        variant = job.get("variant", folder.name)
+    job = json.loads(record.read_text()) if record.exists() else {}
+    if "variant" in job:  # a base's play record names no variant: its folder's name does
+        variant = job["variant"]
         return f"{variant if variant == 'grpo' else short_label(variant)} s{job.get('seed', '?')}"
     name, sep, seed = folder.name.rpartition("-s")
     return f"{short_run_dir(name)} s{seed}" if sep and seed.isdigit() else folder.name
@@ -128,14 +132,15 @@ def _pct(n: int, d: int) -> str:
 
 
 def table(results: dict[str, list[tuple[str, dict[str, Any]]]]) -> Iterable[str]:
-    yield ("| source | episodes | won | picked up the object | won of those | commands | ill-formed % "
+    yield ("| source | episodes | won | picked up the object | won of those | commands | takes % | ill-formed % "
            "| of them takes | of the task's object | episodes with one |")
-    yield "|---|---|---|---|---|---|---|---|---|---|"
+    yield "|---|---|---|---|---|---|---|---|---|---|---|"
     for folder, found in results.items():
         for what, r in found:
             held = r.get("picked_up")
             yield (f"| {label(folder)} {what} | {r['games']} | {r['won']} | {'-' if held is None else held} | "
                    f"{'-' if held is None else r['won_after_pick_up']} | {r['commands']:,} | "
+                   f"{_pct(r['takes'], r['commands'])} ({r['takes']}) | "
                    f"{_pct(r['ill_formed'], r['commands'])} ({r['ill_formed']}) | {r['ill_formed_takes']} | "
                    f"{'-' if r['ill_formed_object_takes'] is None else r['ill_formed_object_takes']} | "
                    f"{r['games_with_ill_formed']} |")

@@ -33,7 +33,7 @@ def test_counts_pick_ups_read_off_the_plan_and_ill_formed_commands(bench_module)
     assert not pp.well_formed("take tomato from countertop 1") and not pp.well_formed("go to sidethe couch")
     assert [pp.picked_up(e) for e in EPISODES] == [True, False, True, False]
     row = pp.count(EPISODES)
-    assert row == {"games": 4, "won": 1, "commands": 10, "ill_formed": 1, "ill_formed_takes": 1,
+    assert row == {"games": 4, "won": 1, "commands": 10, "takes": 5, "ill_formed": 1, "ill_formed_takes": 1,
                    "ill_formed_object_takes": 1, "games_with_ill_formed": 1, "picked_up": 2, "won_after_pick_up": 1}
     other = _ep(["take apple from countertop 1", "take tomato from fridge 1", "take tomato", "take tomatoes"],
                 ["look"] * 4)
@@ -61,17 +61,19 @@ def test_reads_a_run_folder_and_an_eval_folder_and_labels_the_arm(tmp_path, benc
     found = pp.rows(run)
     assert [w for w, _ in found] == ["panel play", "training iteration 2"]
     assert found[0][1]["games"] == 4 and found[0][1]["picked_up"] == 2     # the old key's 3 games are not read
-    assert found[1][1] == {"games": 2, "won": 0, "commands": 5, "ill_formed": 1, "ill_formed_takes": 1,
+    assert found[1][1] == {"games": 2, "won": 0, "commands": 5, "takes": 3, "ill_formed": 1, "ill_formed_takes": 1,
                            "ill_formed_object_takes": None,  # these rows name no task
                            "games_with_ill_formed": 1}                 # no plans in training dumps
     assert pp.main([str(run), str(ev), "--json", str(tmp_path / "out.json")]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[2] == "| T s1 panel play | 4 | 1 | 2 | 1 | 10 | 10.0 (1) | 1 | 1 | 1 |"
-    assert out[3] == "| T s1 training iteration 2 | 2 | 0 | - | - | 5 | 20.0 (1) | 1 | - | 1 |"
-    assert out[4] == "| eval opid-eval student | 1 | 1 | 1 | 1 | 3 | 0.0 (0) | 0 | 0 | 0 |"
+    assert out[2] == "| T s1 panel play | 4 | 1 | 2 | 1 | 10 | 50.0 (5) | 10.0 (1) | 1 | 1 | 1 |"
+    assert out[3] == "| T s1 training iteration 2 | 2 | 0 | - | - | 5 | 60.0 (3) | 20.0 (1) | 1 | - | 1 |"
+    assert out[4] == "| eval opid-eval student | 1 | 1 | 1 | 1 | 3 | 33.3 (1) | 0.0 (0) | 0 | 0 | 0 |"
     assert json.loads((tmp_path / "out.json").read_text())[str(ev)]["opid-eval student"]["picked_up"] == 1
     with pytest.raises(SystemExit, match="neither"):
         pp.rows(tmp_path / "nothing")
     running = tmp_path / "runs" / (t_arm + "+analyzer.quote_sampled=false-s0").replace(":", "_").replace("+", "_")
     assert pp.label(running) == "T+unquoted s0"  # no record yet: the folder's name, shortened alike
     assert pp.label(tmp_path / "runs" / "grpo-s2") == "grpo s2" and pp.label(ev) == "eval"
+    (tmp_path / "runs" / "base-s0.json").write_text(json.dumps({"success_pct": {"all": 11.9}}))
+    assert pp.label(tmp_path / "runs" / "base-s0") == "base s0"  # a base play's record names no arm
