@@ -5,7 +5,9 @@ figures were quoted only in prose. This reads the cached jobs the studies commit
 OUT/settings.json) and prints one markdown table: per study its base's dtype and weights fingerprint and the lr; per
 job its unseen-panel success (no skills), the difference to GRPO's job of the same seed in the same study, the games
 only it / only that GRPO job won with the sign test's p (bench/learning_report.py's per_game), its agreement with
-the env expert's next command over the panel's steps (Agree %), its training wins and its training and play seconds.
+the env expert's next command over the panel's steps (Agree %) and over the steps where that command is a 'take'
+(on takes: T trained to stop taking on some seeds, docs/STUDIES.md), its training wins and its training and play
+seconds.
 A study's jobs share one base and one play seed per seed, so only rows of one study and one seed are paired; across
 studies the bases differ (another dtype or another CPU's rounding).
 
@@ -58,6 +60,7 @@ def row(study: Path, settings: dict, job: dict, against: dict | None) -> dict:
     r = {"study": study.name, "weights": f"{settings['dtype']} {settings['base_weights'].split(':')[-1][:8]}",
          "lr": settings["lr"], "arm": arm,
          "seed": job["seed"], "all_pct": pct, "won": won, "n": n, "agree": t.get("expert_agreement_pct"),
+         "take_agree": (t.get("expert_agreement_by_kind") or {}).get("take"),  # {pct, steps}; older plays: None
          "minus": None, "games": None,
          "train_wins": None, "train_s": job.get("train_s"), "eval_s": job.get("eval_s")}
     if job.get("iters"):
@@ -83,15 +86,17 @@ def rows_of(study: Path, baseline: str = "grpo") -> list[dict]:
 def table(rows: list[dict], baseline: str = "grpo") -> str:
     name = "GRPO" if baseline == "grpo" else "base"
     lines = [f"| study | base weights | lr | arm | seed | unseen All % (won) | minus {name} "
-             f"| games only arm / only {name} (p) | Agree % | training wins | train s | play s |", "|---" * 12 + "|"]
+             f"| games only arm / only {name} (p) | Agree % | on takes % (steps) | training wins | train s | play s |",
+             "|---" * 13 + "|"]
     for r in rows:
         minus = "-" if r["minus"] is None else _pts(r["minus"])
         games = "-" if r["games"] is None else f"{r['games'][0]} / {r['games'][1]} ({r['games'][2]:.2g})"
         agree = "-" if r["agree"] is None else f"{r['agree']:.1f}"
+        takes = "-" if r["take_agree"] is None else f"{r['take_agree']['pct']:.1f} ({r['take_agree']['steps']})"
         wins = "-" if r["train_wins"] is None else f"{r['train_wins'][0]} / {r['train_wins'][1]}"
         secs = ["-" if s is None else f"{s:,.0f}" for s in (r["train_s"], r["eval_s"])]
         lines.append(f"| {r['study']} | {r['weights']} | {r['lr']:g} | {r['arm']} | {r['seed']} | "
-                     f"{r['all_pct']:.1f} ({r['won']} / {r['n']}) | {minus} | {games} | {agree} | {wins} | "
+                     f"{r['all_pct']:.1f} ({r['won']} / {r['n']}) | {minus} | {games} | {agree} | {takes} | {wins} | "
                      f"{secs[0]} | {secs[1]} |")
     return "\n".join(lines)
 

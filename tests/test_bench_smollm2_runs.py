@@ -30,9 +30,11 @@ def test_rows_pair_each_job_with_grpo_of_its_seed_and_count_games_and_training_w
     grpo0 = [True, True, False, False, False, False, False, False]
     t0 = [True, False, True, True, True, False, False, False]  # only T: 3 games, only GRPO: 1
     files = {"grpo-s0": _job("grpo", 0, grpo0, [0.0625, 0.0, 0.125]),
-             "T-s0": _job(t_arm, 0, t0, [0.0625, 0.0625, 0.0]),
+             "T-s0": _job(t_arm, 0, t0, [0.0625, 0.0625, 0.0]),  # with agreement by the planned command's verb
              "T-s1": _job(t_arm, 1, grpo0, [0.0, 0.0, 0.0]),  # no GRPO job of seed 1 yet: unpaired
              "base-s0": _table(t0), "base-headroom": {"table": _table(t0), "teacher_table": _table(t0)}}
+    files["T-s0"]["table"]["expert_agreement_by_kind"] = {"go to": {"pct": 20.0, "steps": 40},
+                                                          "take": {"pct": 12.5, "steps": 8}}
     for name, rec in files.items():
         (study / "runs" / f"{name}.json").write_text(json.dumps(rec))
     rows = runs.rows_of(study)
@@ -44,9 +46,9 @@ def test_rows_pair_each_job_with_grpo_of_its_seed_and_count_games_and_training_w
     assert base["train_wins"] is None and base["games"] == (3, 1, 0.625) and t1["minus"] is None
     assert runs.main([str(study)]) == 0
     out = capsys.readouterr().out
-    assert ("| smollm2_study_x | float32 40f8787d | 1e-05 | T | 0 | 50.0 (4 / 8) | +25.0 | 3 / 1 (0.62) | 31.2 | "
+    assert ("| smollm2_study_x | float32 40f8787d | 1e-05 | T | 0 | 50.0 (4 / 8) | +25.0 | 3 / 1 (0.62) | 31.2 | 12.5 (8) | "
             "2 / 48 | 1,234 | 99 |") in out
-    assert "| smollm2_study_x | float32 40f8787d | 1e-05 | T | 1 | 25.0 (2 / 8) | - | - | 31.2 | 0 / 48 |" in out
+    assert "| smollm2_study_x | float32 40f8787d | 1e-05 | T | 1 | 25.0 (2 / 8) | - | - | 31.2 | - | 0 / 48 |" in out
 
 
 def test_the_readme_holds_the_table_the_script_prints_from_the_repos_studies(capsys, bench_module):
