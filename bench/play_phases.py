@@ -6,7 +6,8 @@ agreeing steps cannot say whether a policy fails to find the object, fails after
 the game cannot parse. This reads the episodes a play or a training run already wrote and counts, per source:
 
 * take commands: the share of all commands that are takes ('take ...', well-formed or not): where a policy stops
-  taking (T on machine E's base, docs/STUDIES.md) this column says so from the episodes alone;
+  taking (both arms of seed 0 on machine E's base, T more; docs/STUDIES.md) this column says so from the
+  episodes alone;
 * ill-formed commands: not in ALFWorld 0.4's command grammar ('go to X N', 'take O N from R N', 'move O N to
   R N', 'open/close/examine/use X N', 'heat/cool/clean/slice O N with R N', 'look', 'inventory'); the game
   answers them "Nothing happens.". Counted apart: the ill-formed takes, and of those the ones naming the task's

@@ -6,7 +6,7 @@ OUT/settings.json) and prints one markdown table: per study its base's dtype and
 job its unseen-panel success (no skills), the difference to GRPO's job of the same seed in the same study, the games
 only it / only that GRPO job won with the sign test's p (bench/learning_report.py's per_game), its agreement with
 the env expert's next command over the panel's steps (Agree %) and over the steps where that command is a 'take'
-(on takes: T trained to stop taking on some seeds, docs/STUDIES.md), its training wins and its training and play
+(on takes: some jobs stopped taking, T's more than GRPO's, docs/STUDIES.md), its training wins and its training and play
 seconds.
 A study's jobs share one base and one play seed per seed, so only rows of one study and one seed are paired; across
 studies the bases differ (another dtype or another CPU's rounding).
