@@ -46,8 +46,8 @@ def test_rows_pair_each_job_with_grpo_of_its_seed_and_count_games_and_training_w
     assert base["train_wins"] is None and base["games"] == (3, 1, 0.625) and t1["minus"] is None
     assert runs.main([str(study)]) == 0
     out = capsys.readouterr().out
-    assert ("| smollm2_study_x | float32 40f8787d | 1e-05 | T | 0 | 50.0 (4 / 8) | +25.0 | 3 / 1 (0.62) | 31.2 | 12.5 (8) | "
-            "2 / 48 | 1,234 | 99 |") in out
+    assert ("| smollm2_study_x | float32 40f8787d | 1e-05 | T | 0 | 50.0 (4 / 8) | +25.0 | 3 / 1 (0.62) | 31.2 | "
+            "12.5 (8) | 2 / 48 | 1,234 | 99 |") in out
     assert "| smollm2_study_x | float32 40f8787d | 1e-05 | T | 1 | 25.0 (2 / 8) | - | - | 31.2 | - | 0 / 48 |" in out
 
 
