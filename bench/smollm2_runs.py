@@ -16,6 +16,8 @@ studies the bases differ (another dtype or another CPU's rounding).
                                                      # GRPO's: how far six iterations moved it from where it began
     python bench/smollm2_runs.py --bases             # instead: one seed's base plays across studies whose warm
                                                      # starts differ (e.g. rebuilt on another CPU), game by game
+    python bench/smollm2_runs.py --pooled            # instead: per arm, dtype and lr, every paired job's gap to
+                                                     # its baseline across studies, their mean and the pooled games
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or imported by the tests
 from comparisons import _pts, short_label  # noqa: E402
-from learning_report import per_game  # noqa: E402
+from learning_report import per_game, sign_test_p  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BASE = "base (no RL)"
@@ -146,6 +148,42 @@ def bases_text(pairs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def pooled(rows: list[dict]) -> list[dict]:
+    """Per (arm, dtype, lr): every row set against a baseline job (its study's and seed's), the mean of their gaps and
+    the games only the arm / only the baseline won summed over those pairs, with the sign test's p on the sums. Why:
+    one pair sits inside one play's noise; pairs on other seeds and bases are independent, so their discordant games
+    pool (rows without per-game records count in the mean only)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["minus"] is not None:
+            groups.setdefault((r["arm"], r["weights"].split()[0], r["lr"]), []).append(r)
+    out = []
+    for (arm, dtype, lr), rs in groups.items():
+        with_games = [r for r in rs if r["games"] is not None]
+        b, c = sum(r["games"][0] for r in with_games), sum(r["games"][1] for r in with_games)
+        out.append({"arm": arm, "dtype": dtype, "lr": lr,
+                    "pairs": [(r["study"], r["seed"], r["minus"], r["games"]) for r in rs],
+                    "mean": sum(r["minus"] for r in rs) / len(rs),
+                    "games": (b, c, sign_test_p(b, c), len(with_games)) if with_games else None})
+    return out
+
+
+def pooled_text(groups: list[dict], baseline: str = "grpo") -> str:
+    name = "GRPO" if baseline == "grpo" else "base"
+    if not groups:
+        return f"no job is set against a {name} job of its study and seed"
+    lines = []
+    for g in groups:
+        pairs = ", ".join(f"{study} s{seed} {_pts(m)} " + (f"({x[0]} / {x[1]})" if x else "(no per-game record)")
+                          for study, seed, m, x in g["pairs"])
+        games = ("" if g["games"] is None else
+                 f"; games only {g['arm']} / only {name}, summed over the {g['games'][3]} with a per-game record: "
+                 f"{g['games'][0]} / {g['games'][1]} (p {g['games'][2]:.2g})")
+        lines.append(f"{g['arm']} - {name}, {g['dtype']} lr {g['lr']:g}: mean {_pts(g['mean'])} over "
+                     f"{len(g['pairs'])} pairs ({pairs}){games}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("studies", nargs="*", type=Path, help="study folders (default: bench/results/smollm2_study*/)")
@@ -153,6 +191,9 @@ def main(argv=None) -> int:
                    help="the job of the same study and seed each row is set against (default: GRPO's, the README's)")
     p.add_argument("--bases", action="store_true",
                    help="instead of the table: base plays of one seed in studies whose warm starts differ")
+    p.add_argument("--pooled", action="store_true",
+                   help="instead of the table: per arm, dtype and lr, the pairs' gaps to the baseline, their mean "
+                        "and the games pooled over them")
     args = p.parse_args(argv)
     studies = args.studies or sorted(d for d in RESULTS.glob("smollm2_study*") if (d / "settings.json").is_file())
     if not studies:
@@ -161,6 +202,9 @@ def main(argv=None) -> int:
         print(bases_text(base_pairs(studies)))
         return 0
     baseline = BASE if args.baseline == "base" else "grpo"
+    if args.pooled:
+        print(pooled_text(pooled([r for s in studies for r in rows_of(s, baseline)]), baseline))
+        return 0
     print(table([r for s in studies for r in rows_of(s, baseline)], baseline))
     return 0
 
