@@ -24,9 +24,10 @@
 #                              # the skill prompt, which keeps the skill teacher the base's), after the arms above
 #   UNQUOTED=1 ...             # also T whose step skills do not quote the command they correct
 #                              # (analyzer.quote_sampled=false; bench/skill_copy_probe.py says why), after the above
-#   NO_TEACHER_SAMPLES=1 ...   # also T without its teacher-samples term (teacher_sample_adv_weight=0): both T arms'
-#                              # training ill-formed takes of the task's object rose where GRPO's did not
-#                              # (bench/play_phases.py; docs/STUDIES.md), and that term is a candidate cause
+#   NO_TEACHER_SAMPLES=1 ...   # also T without its teacher-samples term (teacher_sample_adv_weight=0): the float32
+#                              # T arms' training ill-formed takes of the task's object rose where GRPO's did not,
+#                              # and that term is a candidate cause; GRPO seed 1 on the AMX base raised them too
+#                              # (bench/play_phases.py; docs/STUDIES.md), which weakens that motive
 #   ITERS=6 DTYPE=bfloat16 THREADS=2 ...   # DTYPE=bfloat16 is refused on a CPU without AVX512-BF16/AMX
 #                              # unless SLOW_BF16=1 (or REPORT=1, which trains nothing)
 #   HEADROOM=PLAY/results.json ...   # the base's oracle play, read as the study's teacher table instead of
