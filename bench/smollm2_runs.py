@@ -202,10 +202,8 @@ def main(argv=None) -> int:
         print(bases_text(base_pairs(studies)))
         return 0
     baseline = BASE if args.baseline == "base" else "grpo"
-    if args.pooled:
-        print(pooled_text(pooled([r for s in studies for r in rows_of(s, baseline)]), baseline))
-        return 0
-    print(table([r for s in studies for r in rows_of(s, baseline)], baseline))
+    rows = [r for s in studies for r in rows_of(s, baseline)]
+    print(pooled_text(pooled(rows), baseline) if args.pooled else table(rows, baseline))
     return 0
 
 
