@@ -74,15 +74,20 @@ def picked_up(episode: dict[str, Any]) -> bool:
     return False
 
 
+def is_take(action: str) -> bool:
+    """A take command, well-formed or not (the takes % column counts both)."""
+    return action.startswith("take ")
+
+
 def count(episodes: Sequence[dict[str, Any]], plans: bool = True) -> dict[str, Any]:
     per_game = [[" ".join(str(a).split()) for a in e.get("actions") or []] for e in episodes]
     bad_per_game = [[a for a in game if not well_formed(a)] for game in per_game]
     bad = [a for game in bad_per_game for a in game]
     row: dict[str, Any] = {"games": len(episodes), "won": sum(bool(e.get("won")) for e in episodes),
                            "commands": sum(map(len, per_game)),
-                           "takes": sum(a.startswith("take ") for game in per_game for a in game),
+                           "takes": sum(map(is_take, (a for game in per_game for a in game))),
                            "ill_formed": len(bad),
-                           "ill_formed_takes": sum(a.startswith("take ") for a in bad),
+                           "ill_formed_takes": sum(map(is_take, bad)),
                            "games_with_ill_formed": sum(bool(game) for game in bad_per_game),
                            "ill_formed_object_takes": _object_takes(episodes, bad_per_game)}
     if plans:
