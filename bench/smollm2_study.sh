@@ -15,7 +15,8 @@
 #
 #   LR=1e-5 bash bench/smollm2_study.sh SFT [OUT_DIR]    # SFT: bench/smollm2_headroom.sh's OUT/sft_tTASKS_eEPOCHS
 #                              # OUT_DIR: default bench/results/smollm2_study
-#   SEEDS=0 ...                # default 0,1,2
+#   SEEDS=0 ...                # default 0,1,2; a sitting writes OUT's learning.json/png over its own SEEDS and
+#                              # ARMS only: after sittings one seed at a time, REPORT=1 SEEDS=0,1,2 rewrites them
 #   ARMS=all ...               # default grpo_t: GRPO and T; all: also T with shuffled skills; t: T alone;
 #                              # grpo: GRPO alone; shuffled: T with shuffled skills alone (one arm per sitting);
 #                              # base: the base's plays alone (a warm start another CPU rebuilt, set against a
