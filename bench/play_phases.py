@@ -18,6 +18,11 @@ the game cannot parse. This reads the episodes a play or a training run already 
   the env's plan (`expert_next`): the take was the plan itself, or the plan changed after it (a refused take
   changes no state, and the plan is a function of the state), and how many of those games it won.
 
+* step-skill takes (training dumps of an OPID arm): the takes its step term scored under a step skill, on the
+  plan and off it. Off the plan the skill names another command and mostly lowers the sampled one (the share is
+  the `delta_step/off_plan_neg_frac` metric); on the plan it raises it, by far less per token; so where the two
+  counts are alike the step term's net push on takes is downward.
+
 Sources: a bench/learning.py run folder (its panel play `play_chunks.jsonl`, and its training episodes
 `opid_skills/iter_*.jsonl`, one row per iteration; training dumps keep no plans, so only their commands are
 counted) or an opid-eval --output folder (episodes.jsonl; teacher_episodes.jsonl after --skills oracle).
@@ -90,10 +95,22 @@ def count(episodes: Sequence[dict[str, Any]], plans: bool = True) -> dict[str, A
                            "ill_formed_takes": sum(map(is_take, bad)),
                            "games_with_ill_formed": sum(bool(game) for game in bad_per_game),
                            "ill_formed_object_takes": _object_takes(episodes, bad_per_game)}
+    if any("routed" in e for e in episodes):
+        row["step_skill_takes"] = _step_skill_takes(episodes)
     if plans:
         held = [e for e in episodes if picked_up(e)]
         row.update(picked_up=len(held), won_after_pick_up=sum(bool(e.get("won")) for e in held))
     return row
+
+
+def _step_skill_takes(episodes: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Takes scored under a step skill (`routed` 'step'), by whether the sampled command was the plan's."""
+    out = {"on_plan": 0, "off_plan": 0}
+    for e in episodes:
+        for action, routed, on_plan in zip(e.get("actions") or [], e.get("routed") or [], e.get("on_plan") or []):
+            if routed == "step" and on_plan is not None and is_take(" ".join(str(action).split())):
+                out["on_plan" if on_plan else "off_plan"] += 1
+    return out
 
 
 def _object_takes(episodes: Sequence[dict[str, Any]], bad_per_game: Sequence[Sequence[str]]) -> int | None:
@@ -139,17 +156,18 @@ def _pct(n: int, d: int) -> str:
 
 def table(results: dict[str, list[tuple[str, dict[str, Any]]]]) -> Iterable[str]:
     yield ("| source | episodes | won | picked up the object | won of those | commands | takes % | ill-formed % "
-           "| of them takes | of the task's object | episodes with one |")
-    yield "|---|---|---|---|---|---|---|---|---|---|---|"
+           "| of them takes | of the task's object | episodes with one | step-skill takes on / off plan |")
+    yield "|---|---|---|---|---|---|---|---|---|---|---|---|"
     for folder, found in results.items():
         for what, r in found:
-            held = r.get("picked_up")
+            held, skill_takes = r.get("picked_up"), r.get("step_skill_takes")
             yield (f"| {label(folder)} {what} | {r['games']} | {r['won']} | {'-' if held is None else held} | "
                    f"{'-' if held is None else r['won_after_pick_up']} | {r['commands']:,} | "
                    f"{_pct(r['takes'], r['commands'])} ({r['takes']}) | "
                    f"{_pct(r['ill_formed'], r['commands'])} ({r['ill_formed']}) | {r['ill_formed_takes']} | "
                    f"{'-' if r['ill_formed_object_takes'] is None else r['ill_formed_object_takes']} | "
-                   f"{r['games_with_ill_formed']} |")
+                   f"{r['games_with_ill_formed']} | "
+                   f"{'-' if skill_takes is None else '{on_plan} / {off_plan}'.format(**skill_takes)} |")
 
 
 def main(argv=None) -> int:
