@@ -25,7 +25,8 @@ T_SETTINGS = "w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher
 _SHORT = (("opid:" + T_SETTINGS, "T"), ("opid_shuffled:" + T_SETTINGS, "T+shuffle_skills=true"),
           ("analyzer.on_plan_step_skills", "on_plan"), ("normalize_teacher_adv=true", "centred"),
           ("teacher_sample_adv_weight", "w_T"), ("teacher_sample_sft_coeff", "c_T"),
-          ("teacher_anchor_coeff", "c_A"), ("analyzer.quote_sampled=false", "unquoted"))
+          ("teacher_anchor_coeff", "c_A"), ("analyzer.quote_sampled=false", "unquoted"),
+          ("shuffle_skills=true", "shuffle_skills=true"))  # as itself: short_run_dir restores its '+'
 
 
 def short_label(variant: str) -> str:

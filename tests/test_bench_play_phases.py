@@ -82,6 +82,8 @@ def test_reads_a_run_folder_and_an_eval_folder_and_labels_the_arm(tmp_path, benc
         pp.rows(tmp_path / "nothing")
     running = tmp_path / "runs" / (t_arm + "+analyzer.quote_sampled=false-s0").replace(":", "_").replace("+", "_")
     assert pp.label(running) == "T+unquoted s0"  # no record yet: the folder's name, shortened alike
+    shuffled = tmp_path / "runs" / (t_arm + "+shuffle_skills=true-s0").replace(":", "_").replace("+", "_")
+    assert pp.label(shuffled) == "T+shuffle_skills=true s0"
     assert pp.label(tmp_path / "runs" / "grpo-s2") == "grpo s2" and pp.label(ev) == "eval"
     (tmp_path / "runs" / "base-s0.json").write_text(json.dumps({"success_pct": {"all": 11.9}}))
     assert pp.label(tmp_path / "runs" / "base-s0") == "base s0"  # a base play's record names no arm
