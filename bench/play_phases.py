@@ -20,8 +20,8 @@ the game cannot parse. This reads the episodes a play or a training run already 
 
 * step-skill takes (training dumps of an OPID arm): the takes its step term scored under a step skill, on the
   plan and off it. Off the plan the skill names another command and mostly lowers the sampled one (the share is
-  the `delta_step/off_plan_neg_frac` metric); on the plan it raises it, by far less per token; so where the two
-  counts are alike the step term's net push on takes is downward.
+  the `delta_step/off_plan_neg_frac` metric); on the plan it raises it, by far less per token; so which way the
+  step term pushed takes on net follows from these counts only together with those per-token sizes.
 
 Sources: a bench/learning.py run folder (its panel play `play_chunks.jsonl`, and its training episodes
 `opid_skills/iter_*.jsonl`, one row per iteration; training dumps keep no plans, so only their commands are
@@ -96,19 +96,19 @@ def count(episodes: Sequence[dict[str, Any]], plans: bool = True) -> dict[str, A
                            "games_with_ill_formed": sum(bool(game) for game in bad_per_game),
                            "ill_formed_object_takes": _object_takes(episodes, bad_per_game)}
     if any("routed" in e for e in episodes):
-        row["step_skill_takes"] = _step_skill_takes(episodes)
+        row["step_skill_takes"] = _step_skill_takes(episodes, per_game)
     if plans:
         held = [e for e in episodes if picked_up(e)]
         row.update(picked_up=len(held), won_after_pick_up=sum(bool(e.get("won")) for e in held))
     return row
 
 
-def _step_skill_takes(episodes: Sequence[dict[str, Any]]) -> dict[str, int]:
+def _step_skill_takes(episodes: Sequence[dict[str, Any]], per_game: Sequence[Sequence[str]]) -> dict[str, int]:
     """Takes scored under a step skill (`routed` 'step'), by whether the sampled command was the plan's."""
     out = {"on_plan": 0, "off_plan": 0}
-    for e in episodes:
-        for action, routed, on_plan in zip(e.get("actions") or [], e.get("routed") or [], e.get("on_plan") or []):
-            if routed == "step" and on_plan is not None and is_take(" ".join(str(action).split())):
+    for e, actions in zip(episodes, per_game):
+        for action, routed, on_plan in zip(actions, e.get("routed") or [], e.get("on_plan") or []):
+            if routed == "step" and on_plan is not None and is_take(action):
                 out["on_plan" if on_plan else "off_plan"] += 1
     return out
 
