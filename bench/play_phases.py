@@ -95,7 +95,7 @@ def count(episodes: Sequence[dict[str, Any]], plans: bool = True) -> dict[str, A
                            "ill_formed_takes": sum(map(is_take, bad)),
                            "games_with_ill_formed": sum(bool(game) for game in bad_per_game),
                            "ill_formed_object_takes": _object_takes(episodes, bad_per_game)}
-    if any("routed" in e for e in episodes):
+    if any(_has_step_skill(r) for e in episodes for r in e.get("routed") or []):  # GRPO's dumps route none: '-'
         row["step_skill_takes"] = _step_skill_takes(episodes, per_game)
     if plans:
         held = [e for e in episodes if picked_up(e)]
@@ -103,12 +103,18 @@ def count(episodes: Sequence[dict[str, Any]], plans: bool = True) -> dict[str, A
     return row
 
 
+def _has_step_skill(routed: str | None) -> bool:
+    """A dump's `routed` cell ('episode', 'step', 'episode+step' or None) puts a step skill in the prompt."""
+    return "step" in (routed or "").split("+")
+
+
 def _step_skill_takes(episodes: Sequence[dict[str, Any]], per_game: Sequence[Sequence[str]]) -> dict[str, int]:
-    """Takes scored under a step skill (`routed` 'step'), by whether the sampled command was the plan's."""
+    """Takes scored under a step skill (`routed` 'step' or 'episode+step'), by whether the sampled command was the
+    plan's."""
     out = {"on_plan": 0, "off_plan": 0}
     for e, actions in zip(episodes, per_game):
         for action, routed, on_plan in zip(actions, e.get("routed") or [], e.get("on_plan") or []):
-            if routed == "step" and on_plan is not None and is_take(action):
+            if _has_step_skill(routed) and on_plan is not None and is_take(action):
                 out["on_plan" if on_plan else "off_plan"] += 1
     return out
 

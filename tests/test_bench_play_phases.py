@@ -54,9 +54,11 @@ def test_reads_a_run_folder_and_an_eval_folder_and_labels_the_arm(tmp_path, benc
         "\n".join(json.dumps({"actions": e["actions"], "won": e["won"]}) for e in EPISODES[2:]) + "\n")
     routed = {"actions": ["take tomato 1 from countertop 1", "take tomato 2 from fridge 1", "take  x 1 from y 1",
                           "go to fridge 1", "take tomato 1 from countertop 1", "take apple 1 from countertop 1"],
-              "routed": ["step", "step", "step", "step", "episode", "step"],
+              "routed": ["step", "episode+step", "step", "step", "episode", "step"],
               "on_plan": [True, False, False, False, False, None], "won": False}
     (run / "opid_skills" / "iter_00003.jsonl").write_text(json.dumps(routed) + "\n")
+    grpo = dict(routed, routed=[None] * 6)  # GRPO's dumps: no skill routed anywhere, so no step-skill column
+    (run / "opid_skills" / "iter_00004.jsonl").write_text(json.dumps(grpo) + "\n")
     t_arm = "opid:" + bench_module("comparisons").T_SETTINGS
     (tmp_path / "runs" / "opid_w-s1.json").write_text(json.dumps({"variant": t_arm, "seed": 1}))
     ev = tmp_path / "eval"
@@ -64,19 +66,22 @@ def test_reads_a_run_folder_and_an_eval_folder_and_labels_the_arm(tmp_path, benc
     (ev / "episodes.jsonl").write_text(json.dumps(EPISODES[0]) + "\n")
 
     found = pp.rows(run)
-    assert [w for w, _ in found] == ["panel play", "training iteration 2", "training iteration 3"]
+    assert [w for w, _ in found] == ["panel play", "training iteration 2", "training iteration 3",
+                                     "training iteration 4"]
     assert found[0][1]["games"] == 4 and found[0][1]["picked_up"] == 2     # the old key's 3 games are not read
     assert found[1][1] == {"games": 2, "won": 0, "commands": 5, "takes": 3, "ill_formed": 1, "ill_formed_takes": 1,
                            "ill_formed_object_takes": None,  # these rows name no task
                            "games_with_ill_formed": 1}                 # no plans in training dumps
     # one take on the plan and two off it; a 'go to', an episode-routed take and one with no plan are not counted
     assert found[2][1]["step_skill_takes"] == {"on_plan": 1, "off_plan": 2}
+    assert "step_skill_takes" not in found[3][1]
     assert pp.main([str(run), str(ev), "--json", str(tmp_path / "out.json")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[2] == "| T s1 panel play | 4 | 1 | 2 | 1 | 10 | 50.0 (5) | 10.0 (1) | 1 | 1 | 1 | - |"
     assert out[3] == "| T s1 training iteration 2 | 2 | 0 | - | - | 5 | 60.0 (3) | 20.0 (1) | 1 | - | 1 | - |"
     assert out[4].endswith("| 1 / 2 |")
-    assert out[5] == "| eval opid-eval student | 1 | 1 | 1 | 1 | 3 | 33.3 (1) | 0.0 (0) | 0 | 0 | 0 | - |"
+    assert out[5].endswith("| - |")
+    assert out[6] == "| eval opid-eval student | 1 | 1 | 1 | 1 | 3 | 33.3 (1) | 0.0 (0) | 0 | 0 | 0 | - |"
     assert json.loads((tmp_path / "out.json").read_text())[str(ev)]["opid-eval student"]["picked_up"] == 1
     with pytest.raises(SystemExit, match="neither"):
         pp.rows(tmp_path / "nothing")
