@@ -53,3 +53,12 @@ def test_fast_lane_leaves_out_every_ray_test():
     kept = [line for line in p.stdout.splitlines() if "::" in line]
     left_out = re.search(r"(\d+) deselected", p.stdout)
     assert kept == [] and left_out and int(left_out.group(1)) >= 4, p.stdout[-2000:] + p.stderr[-2000:]
+
+
+def test_license_is_declared_in_the_form_setuptools_keeps_reading():
+    """`license = { text = ... }` is deprecated in setuptools >= 77 (removal announced for 2027-02-18): the
+    package declares an SPDX string, requires a setuptools that reads it, and ships the text it names."""
+    toml = (ROOT / "pyproject.toml").read_text()  # read as text: tomllib is 3.11+, we support 3.10
+    assert re.search(r'^license = "Apache-2\.0"$', toml, re.M)
+    assert re.search(r'^requires = \["setuptools>=(7[7-9]|[89]\d)(\.\d+)*"\]$', toml, re.M)
+    assert "Apache License\n                           Version 2.0" in (ROOT / "LICENSE").read_text()
