@@ -266,8 +266,10 @@ def main(argv=None) -> int:
               f"student All {st['All']:.1f} %, teacher All {te['All']:.1f} %, "
               f"headroom {te['All'] - st['All']:+.1f} points")
     summ = summary(runs, args.opid_variant, args.shuffled_variant)
-    print("summary (success points on All, mean over seeds): "
-          + ", ".join(f"{k} {v:+.1f}" for k, v in summ["minus_grpo_all_by_variant"].items() if v is not None))
+    seeds_of = summ["paired_seeds_by_variant"]
+    print("summary (success points on All, mean over the seeds paired with GRPO's): "
+          + ", ".join(f"{k} {v:+.1f} (seeds {','.join(map(str, seeds_of[k]))})"
+                      for k, v in summ["minus_grpo_all_by_variant"].items() if v is not None))
     print(f"\ntotal wall time {total:.0f}s")
     plot(runs, base_tables, os.path.join(args.out, "learning.png"))
     with open(os.path.join(args.out, "learning.json"), "w") as f:

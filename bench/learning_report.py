@@ -53,6 +53,12 @@ def paired_diffs(runs: list[dict], variant: str, baseline: str = "grpo", column:
             and by[(variant, s)] is not None and by[(baseline, s)] is not None]
 
 
+def paired_seeds(runs: list[dict], variant: str, baseline: str = "grpo") -> list[int]:
+    """The seeds both the variant and the baseline ran, in order: the seeds paired_mean averages over on All."""
+    ran = {(r["variant"], r["seed"]) for r in runs}
+    return sorted(s for (v, s) in ran if v == variant and (baseline, s) in ran)
+
+
 def sign_test_p(b: int, c: int) -> float:
     """Two-sided exact sign test (McNemar's exact form) on b games only one arm won against c only the other won:
     the chance of a split at least this uneven if each such game were a coin flip."""
@@ -95,6 +101,8 @@ def summary(runs: list[dict], opid: str = "opid", shuffled: str = "opid_shuffled
            "opid_variant": opid, "shuffled_variant": shuffled}
     others = [v for v in dict.fromkeys(r["variant"] for r in runs) if v != "grpo"]
     out["minus_grpo_all_by_variant"] = {v: paired_mean(runs, v) for v in others}
+    # the seeds each of those means pairs: a mean over one seed must not read as one over three
+    out["paired_seeds_by_variant"] = {v: paired_seeds(runs, v) for v in others}
     # points of expert agreement on the panel's steps, same pairing (None where a run predates the metric)
     out["minus_grpo_agreement_by_variant"] = {v: paired_mean(runs, v, column="Agree%") for v in others}
     # games only the variant / only GRPO won, per seed and pooled, with the sign test (seeds that recorded games)
@@ -163,9 +171,11 @@ def plot(runs: list[dict], base_tables: list[dict], path: str):
     ax1.set_ylabel("training-rollout success % (mean +- std over seeds)")
     ax1.set_title("success vs iteration (train tasks, with exploration)")
     ax1.legend()
-    labels = ["base"] + [short[v] for v in variants]
     vals = [[t["success_pct"]["All"] for t in base_tables]] + [
         [r["table"]["success_pct"]["All"] for r in runs if r["variant"] == v] for v in variants]
+    # each bar names its seed count: a study's arms can stand at different counts while it is being filled in
+    labels = [f"{name}\n({len(x)} seed{'s' * (len(x) != 1)})"
+              for name, x in zip(["base"] + [short[v] for v in variants], vals)]
     means = [np.mean(x) for x in vals]
     ax2.bar(labels, means, yerr=clipped_yerr(means, [np.std(x) for x in vals]), capsize=4,
             color=["grey"] + [f"C{i}" for i in range(len(variants))])

@@ -20,6 +20,9 @@ def test_learning_summary_is_the_paired_mean_over_seeds(bench_module):
     assert got["shuffled_minus_grpo_all"] == pytest.approx(0.5)  # (-1 + 2) / 2
     assert learning.summary(runs[:2])["opid_minus_grpo_all"] is None
     assert got["minus_grpo_all_by_variant"] == {"opid": pytest.approx(2.0), "opid_shuffled": pytest.approx(0.5)}
+    assert got["paired_seeds_by_variant"] == {"opid": [0, 1], "opid_shuffled": [0, 1]}  # not opid's unpaired seed 2
+    one = learning.summary([r for r in runs if (r["variant"], r["seed"]) != ("opid_shuffled", 1)])
+    assert one["paired_seeds_by_variant"]["opid_shuffled"] == [0] and one["shuffled_minus_grpo_all"] == -1.0
     named = learning.summary(runs, opid="opid_shuffled", shuffled="opid")
     assert named["opid_minus_grpo_all"] == pytest.approx(0.5) and named["opid_variant"] == "opid_shuffled"
     # expert agreement pairs the same way; a run cached before the metric existed is left out, not read as 0
