@@ -46,11 +46,12 @@ def test_long_variant_names_get_short_plot_labels_spelled_out_below(tmp_path, be
     long_v = "opid:w_ep=0.3+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true"
     short = report.short_labels(["grpo", "opid", long_v, long_v + "+shuffle_skills=true", "no_step_skill:w_ep=1"])
     assert list(short.values()) == ["grpo", "opid", "C opid", "D opid", "E no_step_skill"]
-    runs = [{"variant": v, "seed": 0, "iters": [{"train_success": 0.0}], "table": {"success_pct": {"All": 1.0}}}
-            for v in ("grpo", long_v)]
-    fig = report.plot(runs, [{"success_pct": {"All": 0.0}}], str(tmp_path / "learning.png"))
+    runs = [{"variant": v, "seed": s, "iters": [{"train_success": 0.0}], "table": {"success_pct": {"All": 1.0}}}
+            for v, s in (("grpo", 0), ("grpo", 1), (long_v, 0))]
+    fig = report.plot(runs, [{"success_pct": {"All": 0.0}}] * 2, str(tmp_path / "learning.png"))
     ax1, ax2 = fig.axes
-    assert [t.get_text() for t in ax2.get_xticklabels()] == ["base", "grpo", "B opid"]
+    # each bar names its seed count: an arm still being filled in must not read as a full one
+    assert [t.get_text() for t in ax2.get_xticklabels()] == ["base\n(2 seeds)", "grpo\n(2 seeds)", "B opid\n(1 seed)"]
     assert [t.get_text() for t in ax1.get_legend().get_texts()] == ["grpo", "B opid"]
     assert [t.get_text() for t in fig.texts] == [f"B = {long_v}"]
 
