@@ -45,18 +45,23 @@ def paired_text(runs: list[dict], baseline: str) -> str:
     return "\n".join(lines)
 
 
-def paired_diffs(runs: list[dict], variant: str, baseline: str = "grpo", column: str = "All") -> list[float]:
-    """(variant - baseline) success points on `column` ("Agree%": expert agreement), one per seed both ran."""
+def paired_by_seed(runs: list[dict], variant: str, baseline: str = "grpo", column: str = "All") -> dict[int, float]:
+    """Seed -> (variant - baseline) success points on `column` ("Agree%": expert agreement), for each seed both ran
+    with a value there (in the runs' order): the one pairing paired_diffs, paired_mean and paired_seeds share."""
     by = {(r["variant"], r["seed"]): (r["table"].get("expert_agreement_pct") if column == "Agree%"
                                       else r["table"]["success_pct"][column]) for r in runs}
-    return [by[(variant, s)] - by[(baseline, s)] for (v, s) in by if v == variant and (baseline, s) in by
-            and by[(variant, s)] is not None and by[(baseline, s)] is not None]
+    return {s: by[(variant, s)] - by[(baseline, s)] for (v, s) in by if v == variant and (baseline, s) in by
+            and by[(variant, s)] is not None and by[(baseline, s)] is not None}
+
+
+def paired_diffs(runs: list[dict], variant: str, baseline: str = "grpo", column: str = "All") -> list[float]:
+    """(variant - baseline) success points on `column` ("Agree%": expert agreement), one per seed both ran."""
+    return list(paired_by_seed(runs, variant, baseline, column).values())
 
 
 def paired_seeds(runs: list[dict], variant: str, baseline: str = "grpo") -> list[int]:
-    """The seeds both the variant and the baseline ran, in order: the seeds paired_mean averages over on All."""
-    ran = {(r["variant"], r["seed"]) for r in runs}
-    return sorted(s for (v, s) in ran if v == variant and (baseline, s) in ran)
+    """The seeds paired_mean averages over on All, sorted."""
+    return sorted(paired_by_seed(runs, variant, baseline))
 
 
 def sign_test_p(b: int, c: int) -> float:
