@@ -71,21 +71,42 @@ def sign_test_p(b: int, c: int) -> float:
     return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n) if n else 1.0
 
 
+def won_games(table: dict) -> tuple[int, int] | None:
+    """(games won, games played) of a play's table, from `won_by_task` or else from its All success and count;
+    None where it records neither."""
+    if table.get("won_by_task"):
+        return sum(table["won_by_task"].values()), len(table["won_by_task"])
+    n, pct = (table.get("n") or {}).get("All"), (table.get("success_pct") or {}).get("All")
+    return None if n is None or pct is None else (round(pct * n / 100), n)
+
+
+def discordant(mine: dict, theirs: dict) -> tuple[int, int, int] | None:
+    """Games only `mine` won, games only `theirs` won, and games both played, from two plays' tables of one panel and
+    play seed; None where that needs game names a table lacks (plays cached before `won_by_task` was recorded).
+    A play that won no game differs from the other on exactly the games the other won, so it needs none."""
+    wm, wt = mine.get("won_by_task"), theirs.get("won_by_task")
+    if wm and wt:
+        games = wm.keys() & wt.keys()
+        return sum(wm[t] and not wt[t] for t in games), sum(wt[t] and not wm[t] for t in games), len(games)
+    a, z = won_games(mine), won_games(theirs)
+    if a is None or z is None or a[1] != z[1] or 0 not in (a[0], z[0]):
+        return None
+    return a[0], z[0], a[1]
+
+
 def per_game(runs: list[dict], variant: str, baseline: str = "grpo") -> dict:
     """Game by game, per seed both arms played (the same panel and play seed): games only the variant won, games
     only the baseline won, and the sign test's p on them; then pooled over those seeds. It says whether a gap is
     larger than the panel's sampling noise for these trained policies, not whether it outlasts the spread over
-    training seeds. Runs cached before `won_by_task` was recorded are left out."""
-    won = {(r["variant"], r["seed"]): r["table"].get("won_by_task") for r in runs}
+    training seeds. Pairs whose games cannot be told apart (`discordant`) are left out, not read as lost."""
+    tables = {(r["variant"], r["seed"]): r["table"] for r in runs}
     out = {}
-    for (v, s), mine in won.items():
-        theirs = won.get((baseline, s))
-        if v != variant or not mine or not theirs:
-            continue
-        games = mine.keys() & theirs.keys()
-        b = sum(mine[t] and not theirs[t] for t in games)
-        c = sum(theirs[t] and not mine[t] for t in games)
-        out[str(s)] = {"only_variant": b, "only_baseline": c, "games": len(games), "p_sign": sign_test_p(b, c)}
+    for (v, s), mine in tables.items():
+        theirs = tables.get((baseline, s))
+        d = None if v != variant or theirs is None else discordant(mine, theirs)
+        if d is not None:
+            b, c, n = d
+            out[str(s)] = {"only_variant": b, "only_baseline": c, "games": n, "p_sign": sign_test_p(b, c)}
     if out:
         b, c = (sum(x[k] for x in out.values()) for k in ("only_variant", "only_baseline"))
         out["pooled"] = {"only_variant": b, "only_baseline": c, "games": sum(x["games"] for x in out.values()),

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or imported by the tests
 from comparisons import _pts, short_label  # noqa: E402
-from learning_report import per_game, sign_test_p  # noqa: E402
+from learning_report import per_game, sign_test_p, won_games  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BASE = "base (no RL)"
@@ -56,8 +56,7 @@ def row(study: Path, settings: dict, job: dict, against: dict | None) -> dict:
     arm (GRPO, or the base's play), None where it has none."""
     t = job["table"]
     n, pct = t["n"]["All"], t["success_pct"]["All"]
-    won_by = t.get("won_by_task")
-    won = sum(won_by.values()) if won_by else round(pct * n / 100)
+    won = won_games(t)[0]
     arm = job["variant"] if job["variant"] in (BASE, "grpo") else short_label(job["variant"])
     r = {"study": study.name, "weights": f"{settings['dtype']} {settings['base_weights'].split(':')[-1][:8]}",
          "lr": settings["lr"], "arm": arm,
@@ -71,7 +70,7 @@ def row(study: Path, settings: dict, job: dict, against: dict | None) -> dict:
         r["train_wins"] = (wins, per_iter * len(job["iters"]))
     if against is not None and job is not against:
         r["minus"] = pct - against["table"]["success_pct"]["All"]
-        g = per_game([job, against], job["variant"], against["variant"]).get(str(job["seed"]))  # {}: no won_by_task
+        g = per_game([job, against], job["variant"], against["variant"]).get(str(job["seed"]))  # {}: not told apart
         if g:
             r["games"] = (g["only_variant"], g["only_baseline"], g["p_sign"])
     return r
@@ -152,7 +151,7 @@ def pooled(rows: list[dict]) -> list[dict]:
     """Per (arm, dtype, lr): every row set against a baseline job (its study's and seed's), the mean of their gaps and
     the games only the arm / only the baseline won summed over those pairs, with the sign test's p on the sums. Why:
     one pair sits inside one play's noise; pairs on other seeds and bases are independent, so their discordant games
-    pool (rows without per-game records count in the mean only)."""
+    pool (rows whose games cannot be told apart, learning_report.discordant, count in the mean only)."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         if r["minus"] is not None:
@@ -174,10 +173,10 @@ def pooled_text(groups: list[dict], baseline: str = "grpo") -> str:
         return f"no job is set against a {name} job of its study and seed"
     lines = []
     for g in groups:
-        pairs = ", ".join(f"{study} s{seed} {_pts(m)} " + (f"({x[0]} / {x[1]})" if x else "(no per-game record)")
+        pairs = ", ".join(f"{study} s{seed} {_pts(m)} " + (f"({x[0]} / {x[1]})" if x else "(games not told apart)")
                           for study, seed, m, x in g["pairs"])
         games = ("" if g["games"] is None else
-                 f"; games only {g['arm']} / only {name}, summed over the {g['games'][3]} with a per-game record: "
+                 f"; games only {g['arm']} / only {name}, summed over the {g['games'][3]} told apart: "
                  f"{g['games'][0]} / {g['games'][1]} (p {g['games'][2]:.2g})")
         lines.append(f"{g['arm']} - {name}, {g['dtype']} lr {g['lr']:g}: mean {_pts(g['mean'])} over "
                      f"{len(g['pairs'])} pairs ({pairs}){games}")

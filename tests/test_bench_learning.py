@@ -376,7 +376,8 @@ def test_learning_reports_the_cached_jobs_only_and_names_the_others(tmp_path, be
 
 def test_learning_compares_arms_game_by_game_with_a_sign_test(bench_module, monkeypatch):
     """Two arms that played the panel with the same seed are compared game by game: games only one of them won,
-    and the exact sign test on those; a run cached before games were recorded is left out, not read as lost."""
+    and the exact sign test on those; a run cached before games were recorded is left out, not read as lost, unless
+    one of the two plays won nothing."""
     learning, report = bench_module("learning"), bench_module("learning_report")
     assert report.sign_test_p(8, 0) == pytest.approx(2 / 256) and report.sign_test_p(0, 8) == pytest.approx(2 / 256)
     assert report.sign_test_p(5, 1) == pytest.approx(2 * 7 / 64)
@@ -398,6 +399,17 @@ def test_learning_compares_arms_game_by_game_with_a_sign_test(bench_module, monk
     assert learning.summary(runs)["per_game_vs_grpo_by_variant"] == {"opid": got}
     assert "games only opid / only grpo won: seed 0 2 / 1 (sign test p 1); seed 1 3 / 1" in learning.paired_text(
         runs, "grpo")
+    # a play that won no game differs from the other on exactly the games the other won, so plays cached before
+    # `won_by_task` pair with it by their counts; other such pairs cannot be told apart
+
+    def bare(v, s, won, n=10):
+        return {"variant": v, "seed": s, "table": {"n": {"All": n}, "success_pct": {"All": 100 * won / n}}}
+
+    assert report.per_game([bare("grpo", 0, 3), run("opid", 0, set())], "opid")["0"] == {
+        "only_variant": 0, "only_baseline": 3, "games": 10, "p_sign": pytest.approx(2 / 8)}
+    assert report.per_game([bare("grpo", 0, 0), bare("opid", 0, 2)], "opid")["0"]["only_variant"] == 2
+    assert report.per_game([bare("grpo", 0, 3), run("opid", 0, {"g1"})], "opid") == {}
+    assert report.per_game([bare("grpo", 0, 3, n=12), run("opid", 0, set())], "opid") == {}  # another panel size
     # the play keeps which game each episode was
     cols = ["All"]
     job = bench_module("study_job")

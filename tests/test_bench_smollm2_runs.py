@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = {"dtype": "float32", "base_weights": "sha256:40f8787d9adef6a5", "lr": 1e-5, "group_size": 4,
             "tasks_per_iter": 4}
@@ -114,32 +116,35 @@ def test_baseline_base_sets_each_job_against_its_seeds_base_play(tmp_path, bench
 
 def test_pooled_sums_each_arms_pairs_across_studies_of_one_dtype_and_lr(tmp_path, bench_module, capsys):
     """`--pooled`: T's gaps to GRPO over studies and seeds of one dtype and lr, their mean, and the games only T /
-    only GRPO won summed over the pairs that recorded them (a pair without a per-game record counts in the mean)."""
+    only GRPO won summed over the pairs whose games are told apart (a pair cached without per-game records counts in
+    the mean, unless one of its two plays won nothing: then its discordant games are the other play's wins)."""
     runs = bench_module("smollm2_runs")
     t_arm = "opid:" + bench_module("comparisons").T_SETTINGS
     grpo = [True, True, True, False, False, False, False, False]
     t_a = [True, False, False, False, False, False, False, False]  # only GRPO: 2
     t_b = [True, True, True, True, True, False, False, False]  # only T: 2
     t_c = [False] * 8  # only GRPO: 3
-    studies = {"s_a": ("bfloat16", {0: (grpo, t_a), 1: (grpo, t_b)}), "s_b": ("bfloat16", {0: (grpo, t_c)}),
-               "s_f32": ("float32", {0: (grpo, t_b)})}
+    studies = {"s_a": ("bfloat16", {0: (grpo, t_a), 1: (grpo, t_b)}), "s_b": ("bfloat16", {0: (grpo, t_a)}),
+               "s_c": ("bfloat16", {0: (grpo, t_c)}), "s_f32": ("float32", {0: (grpo, t_b)})}
     for name, (dtype, seeds) in studies.items():
         (tmp_path / name / "runs").mkdir(parents=True)
         (tmp_path / name / "settings.json").write_text(json.dumps({**SETTINGS, "dtype": dtype}))
         for seed, (g, t) in seeds.items():
             (tmp_path / name / "runs" / f"grpo-s{seed}.json").write_text(json.dumps(_job("grpo", seed, g, [0.0])))
             (tmp_path / name / "runs" / f"T-s{seed}.json").write_text(json.dumps(_job(t_arm, seed, t, [0.0])))
-    old = json.loads((tmp_path / "s_b" / "runs" / "T-s0.json").read_text())
-    del old["table"]["won_by_task"]  # cached before per-game records: in the mean only
-    (tmp_path / "s_b" / "runs" / "T-s0.json").write_text(json.dumps(old))
+    for name in ("s_b", "s_c"):  # cached before per-game records
+        old = json.loads((tmp_path / name / "runs" / "T-s0.json").read_text())
+        del old["table"]["won_by_task"]
+        (tmp_path / name / "runs" / "T-s0.json").write_text(json.dumps(old))
     groups = runs.pooled([r for n in studies for r in runs.rows_of(tmp_path / n)])
-    assert [(g["arm"], g["dtype"], len(g["pairs"])) for g in groups] == [("T", "bfloat16", 3), ("T", "float32", 1)]
+    assert [(g["arm"], g["dtype"], len(g["pairs"])) for g in groups] == [("T", "bfloat16", 4), ("T", "float32", 1)]
     bf16 = groups[0]
-    assert bf16["mean"] == (-25.0 + 25.0 - 37.5) / 3
-    assert bf16["games"] == (2, 2, 1.0, 2)  # s_a's two seeds; s_b's pair has no per-game record
+    assert bf16["mean"] == (-25.0 + 25.0 - 25.0 - 37.5) / 4
+    # s_a's two seeds and s_c's (T won nothing: the 3 GRPO won); s_b's T won 1 of the 3 or not: not told apart
+    assert bf16["games"] == (2, 5, pytest.approx(58 / 128), 3)
     assert runs.main(["--pooled", *(str(tmp_path / n) for n in studies)]) == 0
     out = capsys.readouterr().out
-    assert ("T - GRPO, bfloat16 lr 1e-05: mean -12.5 over 3 pairs (s_a s0 -25.0 (0 / 2), s_a s1 +25.0 (2 / 0), "
-            "s_b s0 -37.5 (no per-game record)); games only T / only GRPO, summed over the 2 with a per-game record: "
-            "2 / 2 (p 1)") in out
+    assert ("T - GRPO, bfloat16 lr 1e-05: mean -15.6 over 4 pairs (s_a s0 -25.0 (0 / 2), s_a s1 +25.0 (2 / 0), "
+            "s_b s0 -25.0 (games not told apart), s_c s0 -37.5 (0 / 3)); games only T / only GRPO, summed over the 3 "
+            "told apart: 2 / 5 (p 0.45)") in out
     assert "T - GRPO, float32 lr 1e-05: mean +25.0 over 1 pairs" in out
