@@ -29,6 +29,10 @@
 #                              # T arms' training ill-formed takes of the task's object rose where GRPO's did not,
 #                              # and that term is a candidate cause; GRPO seed 1 on the AMX base raised them too
 #                              # (bench/play_phases.py; docs/STUDIES.md), which weakens that motive
+#   NO_STEP=0.3 ...            # also OPID without step skills (the issue's ablation): the episode skill alone at
+#                              # w_ep = NO_STEP, centred (no_step_skill:w_ep=NO_STEP+normalize_teacher_adv=true; 0.3
+#                              # is T's step weight, as bench/opid_vs_grpo_study.sh sizes that arm); no teacher
+#                              # samples, which T draws on rows routed to a step skill only; after the arms above
 #   ITERS=6 DTYPE=bfloat16 THREADS=2 ...   # DTYPE=bfloat16 is refused on a CPU without AVX512-BF16/AMX
 #                              # unless SLOW_BF16=1 (or REPORT=1, which trains nothing)
 #   HEADROOM=PLAY/results.json ...   # the base's oracle play, read as the study's teacher table instead of
@@ -65,6 +69,7 @@ esac
 [ -z "${ANCHOR:-}" ] || VARIANTS="$VARIANTS,$T_ARM+teacher_anchor_coeff=$ANCHOR"
 [ -z "${UNQUOTED:-}" ] || VARIANTS="$VARIANTS,$T_ARM+analyzer.quote_sampled=false"
 [ -z "${NO_TEACHER_SAMPLES:-}" ] || VARIANTS="$VARIANTS,$T_ARM+teacher_sample_adv_weight=0"
+[ -z "${NO_STEP:-}" ] || VARIANTS="$VARIANTS,no_step_skill:w_ep=$NO_STEP+normalize_teacher_adv=true"
 VARIANTS=${VARIANTS#,}  # ARMS=base with an extra arm
 PANEL=alfworld/valid_unseen@v1
 PLAYED=$(play_dir "$BASE" "$PANEL")/results.json
