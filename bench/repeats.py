@@ -4,9 +4,10 @@ Why: the tiny students play to the 30-step cap; their episodes show the same com
 drawer 5' seven times, 'use floorlamp 1' for 29 steps), which in ALFWorld mostly changes nothing. This counts,
 for student (episodes.jsonl) and, after --skills oracle, teacher (teacher_episodes.jsonl): the share of steps
 that repeat the step before, the share of episodes with a run of 3 or more equal commands, and the repeated
-steps by command kind.
+steps by command kind. A bench/learning.py or bench/smollm2_study.sh run folder works too: its panel play
+(play_chunks.jsonl, the last play it holds) counts as the student.
 
-    python bench/repeats.py OPID_EVAL_OUTPUT_DIR [--json OUT]
+    python bench/repeats.py OPID_EVAL_OUTPUT_DIR|RUN_FOLDER [--json OUT]
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from opid_rllib.eval.chunk_log import last_play
 from opid_rllib.eval.panel import read_plays
 from opid_rllib.eval.table import command_kind
 
@@ -43,12 +45,16 @@ def repeat_stats(episodes, run: int = 3) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("folder", help="an opid-eval --output folder")
+    ap.add_argument("folder", help="an opid-eval --output folder, or a study run folder with play_chunks.jsonl")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     plays = read_plays(args.folder)
+    chunks = Path(args.folder) / "play_chunks.jsonl"
+    if not plays and chunks.exists():
+        plays = {"student": last_play(chunks)}
     if not plays:
-        raise SystemExit(f"{args.folder}: no episodes.jsonl (write one with opid-eval --output DIR)")
+        raise SystemExit(f"{args.folder}: no episodes.jsonl (write one with opid-eval --output DIR) "
+                         "and no play_chunks.jsonl (a study run folder's panel play)")
     out = {role: repeat_stats(eps) for role, eps in plays.items()}
     for role, c in out.items():
         kinds = ", ".join(f"{k} {v}" for k, v in c["repeats_by_kind"].items())

@@ -87,6 +87,15 @@ def test_repeats_count_commands_equal_to_the_step_before(tmp_path, bench_module)
                                                              "teacher": rp.repeat_stats([fine])}
     with pytest.raises(SystemExit, match="no episodes.jsonl"):
         rp.main([str(tmp_path / "empty")])
+    # a study run folder: the last play its chunk file holds (an older play's key is left out)
+    run = tmp_path / "run"
+    run.mkdir()
+    chunk = {"key": "new", "chunk": 1, "task_ids": ["b"], "records": [fine]}
+    lines = [{"key": "old", "chunk": 0, "task_ids": ["a"], "records": [fine]},
+             dict(chunk, chunk=0, records=[loop]), chunk]
+    (run / "play_chunks.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert rp.main([str(run), "--json", str(tmp_path / "c.json")]) == 0
+    assert json.loads((tmp_path / "c.json").read_text()) == {"student": rp.repeat_stats([loop, fine])}
 
 
 @pytest.mark.slow  # two SFT epochs and four panel games: ~20 s
