@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
 from opid_rllib.eval.chunk_log import last_play
 from opid_rllib.eval.panel import read_plays
 from opid_rllib.eval.table import command_kind
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from study_job import PLAY_CHUNKS  # noqa: E402  (a run folder's panel play)
 
 
 def repeat_stats(episodes, run: int = 3) -> dict:
@@ -49,12 +53,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     plays = read_plays(args.folder)
-    chunks = Path(args.folder) / "play_chunks.jsonl"
+    chunks = Path(args.folder) / PLAY_CHUNKS
     if not plays and chunks.exists():
         plays = {"student": last_play(chunks)}
     if not plays:
         raise SystemExit(f"{args.folder}: no episodes.jsonl (write one with opid-eval --output DIR) "
-                         "and no play_chunks.jsonl (a study run folder's panel play)")
+                         f"and no {PLAY_CHUNKS} (a study run folder's panel play)")
     out = {role: repeat_stats(eps) for role, eps in plays.items()}
     for role, c in out.items():
         kinds = ", ".join(f"{k} {v}" for k, v in c["repeats_by_kind"].items())
