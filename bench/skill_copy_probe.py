@@ -12,7 +12,14 @@ in a seeded random order) scores the recorded response under three prompts with 
 analyzer's sentence "At this point, X instead of 'Y'.", and + the same sentence without the quote "At this point,
 X.". Steps are split into ill-formed commands (`play_phases.well_formed`) and well-formed ones.
 
-    python bench/skill_copy_probe.py --policy MODEL_DIR --play RUN_FOLDER [--max-steps-per-kind 40] [--json OUT]
+`--skill episode` asks the same of the episode skill, the only skill the arm without step skills distils: each
+replayed game is handed whole to the built-in hindsight analyzer (its default settings, as in training), and every
+step's response (off-plan, split as above, and on-plan) is scored plain and with that episode skill in the prompt.
+The failure skill quotes wrong commands ("chose 'Y' instead of 'X'") and names the task's object without an instance
+number ("object target = BasketBall"); this measures whether the teacher raises such commands.
+
+    python bench/skill_copy_probe.py --policy MODEL_DIR --play RUN_FOLDER [--skill step|episode]
+        [--max-steps-per-kind 40] [--json OUT]
 """
 
 from __future__ import annotations
@@ -62,13 +69,65 @@ def divergence_token(tokenizer, response: str, action: str, plan: str) -> int | 
     return next((i for i, (_, end) in enumerate(offsets) if end > char), None)
 
 
-def probe(model, tokenizer, episodes, *, env_kwargs, history_length: int, max_per_kind: int, max_prompt_len: int):
-    import envs
+def replay(env, episode: dict, *, history_length: int):
+    """The played game again in the env: per step its prompt and the analyzer's StepRecord, whether the game was
+    won, its ground truth, and whether the replay left the record (the recorded plan disagreed: cut there)."""
     from opid_rllib.analyzer.base import StepRecord
-    from opid_rllib.analyzer.oracle import oracle_step_skill
-    from opid_rllib.prompts import build_prompt, insert_skills
+    from opid_rllib.prompts import build_prompt
 
-    out = {"ill_formed": [], "well_formed": []}
+    obs, info = env.reset(options={"task_id": episode["task_id"]})
+    task, task_type = info.get("task", ""), info.get("task_type", "")
+    rows: list[tuple[str, StepRecord]] = []
+    history: list[tuple[str, str]] = []
+    valid = episode.get("format_valid") or [True] * len(episode["actions"])
+    won, truth, mismatch = False, dict(info.get("ground_truth") or {}), False
+    for t, (action, response) in enumerate(zip(episode["actions"], episode["responses"])):
+        plan = (info.get("expert_actions") or [None])[0]
+        if plan != episode["expert_next"][t]:
+            mismatch = True
+            break
+        prompt = build_prompt("alfworld", task=task, obs=obs, history=history,
+                              admissible=list(info.get("admissible_actions", [])), step=len(history),
+                              history_length=history_length)
+        step = StepRecord(index=t, observation=obs, response=response, action=action, action_valid=bool(valid[t]),
+                          admissible_actions=list(info.get("admissible_actions", [])),
+                          expert_actions=list(info.get("expert_actions") or []))
+        history.append((obs, action))  # as the env runner keeps it: the observation the command answered
+        obs, reward, term, trunc, info = env.step(action)
+        step.reward = float(reward)
+        rows.append((prompt, step))
+        if term or trunc:
+            won = bool(info.get("won", False))
+            truth = dict(info.get("ground_truth") or truth)
+            break
+    return {"rows": rows, "won": won, "ground_truth": truth, "task": task, "task_type": task_type,
+            "mismatch": mismatch}
+
+
+def _kind(step) -> str | None:
+    plan = (step.expert_actions or [None])[0]
+    if not plan:
+        return None
+    if step.action == plan:
+        return "on_plan"
+    return "well_formed" if well_formed(step.action) else "ill_formed"
+
+
+def probe(model, tokenizer, episodes, *, env_kwargs, history_length: int, max_per_kind: int, max_prompt_len: int,
+          skill: str = "step"):
+    """Score steps of the replayed games (games in a seeded order, each command once per game) under the plain
+    prompt and the skill prompt(s); `skill` is 'step' (off-plan steps: the quoted and the unquoted step skill) or
+    'episode' (off-plan and on-plan steps: the episode skill the hindsight analyzer writes for the whole game)."""
+    import envs
+    from opid_rllib.analyzer.base import TrajectoryRecord
+    from opid_rllib.analyzer.hindsight import HindsightAnalyzer
+    from opid_rllib.analyzer.oracle import oracle_step_skill
+    from opid_rllib.prompts import insert_skills
+
+    if skill not in ("step", "episode"):
+        raise ValueError(f"skill={skill!r}: must be 'step' or 'episode'")
+    kinds = ("ill_formed", "well_formed") + (("on_plan",) if skill == "episode" else ())
+    out: dict[str, list] = {k: [] for k in kinds}
     counts = {"episodes": 0, "replay_mismatch": 0}
     env = envs.make("alfworld", **env_kwargs)
     seen: set[tuple[str, str]] = set()   # a loop repeats one command: score it once per game
@@ -76,40 +135,44 @@ def probe(model, tokenizer, episodes, *, env_kwargs, history_length: int, max_pe
     for e in (episodes[i] for i in order):
         if all(len(v) >= max_per_kind for v in out.values()):
             break
-        obs, info = env.reset(options={"task_id": e["task_id"]})
-        history: list[tuple[str, str]] = []
-        steps: list[StepRecord] = []
         counts["episodes"] += 1
-        valid = e.get("format_valid") or [True] * len(e["actions"])
-        for t, (action, response) in enumerate(zip(e["actions"], e["responses"])):
-            plan = (info.get("expert_actions") or [None])[0]
-            step = StepRecord(index=t, observation=obs, response=response, action=action, action_valid=bool(valid[t]),
-                              admissible_actions=list(info.get("admissible_actions", [])),
-                              expert_actions=list(info.get("expert_actions") or []))
-            if plan != e["expert_next"][t]:
-                counts["replay_mismatch"] += 1
-                break
-            kind = "well_formed" if well_formed(action) else "ill_formed"
-            if plan and action != plan and len(out[kind]) < max_per_kind and (e["task_id"], action) not in seen:
-                seen.add((e["task_id"], action))
-                prompt = build_prompt("alfworld", task=info.get("task", ""), obs=obs, history=history,
-                                      admissible=list(info.get("admissible_actions", [])), step=len(history),
-                                      history_length=history_length)
-                # the analyzer's own sentences for this step, with and without the quote
+        game = replay(env, e, history_length=history_length)
+        counts["replay_mismatch"] += game["mismatch"]
+        if skill == "episode":
+            if game["mismatch"] or not game["rows"]:
+                continue   # the episode skill reads the whole game: a cut replay is not the game that was played
+            traj = TrajectoryRecord(traj_id=e["task_id"], group_id=e["task_id"], task_id=e["task_id"],
+                                    task=game["task"], task_type=game["task_type"], env_name="alfworld",
+                                    success=game["won"], steps=[s for _, s in game["rows"]],
+                                    ground_truth=game["ground_truth"])
+            episode_skill = HindsightAnalyzer().analyze(traj).episode_skill
+            if not episode_skill:
+                continue
+        steps = []
+        for prompt, step in game["rows"]:
+            kind = _kind(step)
+            if kind not in out or len(out[kind]) >= max_per_kind or (e["task_id"], step.action) in seen:
+                steps.append(step)
+                continue
+            seen.add((e["task_id"], step.action))
+            plan = step.expert_actions[0]
+            row = {"task_id": e["task_id"], "step": step.index, "action": step.action, "plan": plan,
+                   "divergence": divergence_token(tokenizer, step.response, step.action, plan)
+                   if kind != "on_plan" else None}
+            if skill == "step":   # the analyzer's own sentences for this step, with and without the quote
                 quoted = oracle_step_skill("alfworld", step, steps)
                 bare = oracle_step_skill("alfworld", step, steps, quote_sampled=False)
                 lp0, lpq, lpn = token_logprobs(model, tokenizer, [prompt, insert_skills(prompt, step_skill=quoted),
                                                                   insert_skills(prompt, step_skill=bare)],
-                                               response, max_prompt_len)
-                out[kind].append({"task_id": e["task_id"], "step": t, "action": action, "plan": plan,
-                                  "skill_quoted": quoted, "skill_unquoted": bare,
-                                  "divergence": divergence_token(tokenizer, response, action, plan),
-                                  "delta_quoted": (lpq - lp0).tolist(), "delta_unquoted": (lpn - lp0).tolist()})
+                                               step.response, max_prompt_len)
+                row.update(skill_quoted=quoted, skill_unquoted=bare, delta_quoted=(lpq - lp0).tolist(),
+                           delta_unquoted=(lpn - lp0).tolist())
+            else:
+                with_skill = insert_skills(prompt, episode_skill=episode_skill)
+                lp0, lpe = token_logprobs(model, tokenizer, [prompt, with_skill], step.response, max_prompt_len)
+                row.update(skill_episode=episode_skill, delta_episode=(lpe - lp0).tolist())
+            out[kind].append(row)
             steps.append(step)
-            history.append((obs, action))  # as the env runner keeps it: the observation the command answered
-            obs, _, term, trunc, info = env.step(action)
-            if term or trunc:
-                break
     return out, counts
 
 
@@ -119,7 +182,7 @@ def summary(steps: list[dict]) -> dict:
         return {"steps": 0}
     split = [s for s in steps if s["divergence"] is not None]
     row = {"steps": len(steps), "with_divergence": len(split)}
-    for which in ("quoted", "unquoted"):
+    for which in [k[len("delta_"):] for k in ("delta_quoted", "delta_unquoted", "delta_episode") if k in steps[0]]:
         d = [np.asarray(s[f"delta_{which}"]) for s in steps]
         at = [s[f"delta_{which}"][s["divergence"]] for s in split]
         after = [float(np.sum(s[f"delta_{which}"][s["divergence"] + 1:])) for s in split]
@@ -142,6 +205,8 @@ def main(argv=None) -> int:
     ap.add_argument("--history-length", type=int, default=2)
     ap.add_argument("--max-prompt-len", type=int, default=2048)
     ap.add_argument("--max-steps-per-kind", type=int, default=40)
+    ap.add_argument("--skill", choices=("step", "episode"), default="step",
+                    help="which skill to score the play's commands under (see the module doc)")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--torch-threads", type=int, default=1)
     ap.add_argument("--json", default=None)
@@ -160,8 +225,10 @@ def main(argv=None) -> int:
     model, tok = load_model(args.policy, args.dtype).eval(), load_tokenizer(args.policy)
     t0 = time.time()
     steps, counts = probe(model, tok, episodes, env_kwargs=env_kwargs, history_length=args.history_length,
-                          max_per_kind=args.max_steps_per_kind, max_prompt_len=args.max_prompt_len)
-    result = {"policy": str(args.policy), "play": str(args.play), **counts, "seconds": round(time.time() - t0, 1),
+                          max_per_kind=args.max_steps_per_kind, max_prompt_len=args.max_prompt_len,
+                          skill=args.skill)
+    result = {"policy": str(args.policy), "play": str(args.play), "skill": args.skill, **counts,
+              "seconds": round(time.time() - t0, 1),
               **{k: summary(v) for k, v in steps.items()}}
     print(json.dumps(result, indent=1))
     if args.json:

@@ -22,11 +22,12 @@ def _play(commands: list[str]) -> dict:
 
     env = envs.make("alfworld", **ENV)
     _, info = env.reset(options={"task_id": TASK})
-    plans = []
-    for c in commands:
+    plans, played = [], []
+    for c in commands:   # None plays the plan's move
         plans.append(info["expert_actions"][0])
-        _, _, term, trunc, info = env.step(c)
-    return {"task_id": TASK, "won": False, "actions": commands, "responses": [_response(c) for c in commands],
+        played.append(c or plans[-1])
+        _, _, term, trunc, info = env.step(played[-1])
+    return {"task_id": TASK, "won": False, "actions": played, "responses": [_response(c) for c in played],
             "expert_next": plans}
 
 
@@ -75,3 +76,41 @@ def test_probe_replays_the_play_and_scores_each_kind_once_per_game(bench_module,
     steps, counts = probe.probe(model, tok, [bad], env_kwargs=ENV, history_length=2, max_per_kind=5,
                                 max_prompt_len=2048)
     assert counts["replay_mismatch"] == 1 and not steps["well_formed"] and not steps["ill_formed"]
+
+
+def test_episode_mode_scores_every_kind_under_the_analyzers_episode_skill_for_the_whole_game(bench_module, one_thread):
+    from opid_rllib.models.resolve import load_model, load_tokenizer, resolve_model
+
+    probe = bench_module("skill_copy_probe")
+    path = resolve_model("tiny")
+    model, tok = load_model(path).eval(), load_tokenizer(path)
+    episode = _play(["go to sofa 1", "go to sofa 1", "take book from sofa 1", None])   # None: the plan's move
+    on_plan = episode["actions"][3]
+    assert on_plan == episode["expert_next"][3]
+    steps, counts = probe.probe(model, tok, [episode], env_kwargs=ENV, history_length=2, max_per_kind=5,
+                                max_prompt_len=2048, skill="episode")
+    assert counts == {"episodes": 1, "replay_mismatch": 0}
+    assert [s["action"] for s in steps["well_formed"]] == ["go to sofa 1"]      # the loop: once per game
+    assert [s["action"] for s in steps["ill_formed"]] == ["take book from sofa 1"]
+    assert [s["action"] for s in steps["on_plan"]] == [on_plan] and steps["on_plan"][0]["divergence"] is None
+    rows = steps["well_formed"] + steps["ill_formed"] + steps["on_plan"]
+    skill = rows[0]["skill_episode"]     # the failure skill the hindsight analyzer writes for the whole game
+    assert all(r["skill_episode"] == skill for r in rows) and "quoted" not in str(list(rows[0]))
+    assert skill.startswith("Goal: ") and "chose 'go to sofa 1' instead of 'go to armchair 1'" in skill
+    for r in rows:
+        n = len(tok(_response(r["action"]), add_special_tokens=False)["input_ids"])
+        assert len(r["delta_episode"]) == n and np.any(np.asarray(r["delta_episode"]) != 0)
+    row = probe.summary(steps["ill_formed"])
+    assert set(row) == {"steps", "with_divergence", "episode"}
+    assert row["episode"]["seq_sum_median"] == pytest.approx(sum(steps["ill_formed"][0]["delta_episode"]), abs=1e-3)
+    # a game the replay leaves is not the game the analyzer would have read: step mode scores the steps before the
+    # cut, episode mode none of them
+    bad = json.loads(json.dumps(episode))
+    bad["expert_next"][3] = "look"
+    for mode, n in (("step", 2), ("episode", 0)):
+        steps, counts = probe.probe(model, tok, [bad], env_kwargs=ENV, history_length=2, max_per_kind=5,
+                                    max_prompt_len=2048, skill=mode)
+        assert counts["replay_mismatch"] == 1 and sum(map(len, steps.values())) == n
+    with pytest.raises(ValueError, match="skill='both'"):
+        probe.probe(model, tok, [episode], env_kwargs=ENV, history_length=2, max_per_kind=5, max_prompt_len=2048,
+                    skill="both")
