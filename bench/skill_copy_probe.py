@@ -13,10 +13,10 @@ analyzer's sentence "At this point, X instead of 'Y'.", and + the same sentence 
 X.". Steps are split into ill-formed commands (`play_phases.well_formed`) and well-formed ones.
 
 `--skill episode` asks the same of the episode skill, the only skill the arm without step skills distils: each
-replayed game is handed whole to the built-in hindsight analyzer (its default settings, as in training), and every
-step's response (off-plan, split as above, and on-plan) is scored plain and with that episode skill in the prompt.
-The failure skill quotes wrong commands ("chose 'Y' instead of 'X'") and names the task's object without an instance
-number ("object target = BasketBall"); this measures whether the teacher raises such commands.
+replayed game is handed whole to the built-in hindsight analyzer (its default settings, as in training, and with
+`quote_sampled=False`), and every step's response (off-plan, split as above, and on-plan) is scored plain and with
+each episode skill in the prompt. The failure skill quotes wrong commands ("chose 'Y' instead of 'X'", "'Y' was
+repeated"); the summary splits steps by whether the default skill quotes their command.
 
     python bench/skill_copy_probe.py --policy MODEL_DIR --play RUN_FOLDER [--skill step|episode]
         [--max-steps-per-kind 40] [--json OUT]
@@ -146,6 +146,7 @@ def probe(model, tokenizer, episodes, *, env_kwargs, history_length: int, max_pe
                                     success=game["won"], steps=[s for _, s in game["rows"]],
                                     ground_truth=game["ground_truth"])
             episode_skill = HindsightAnalyzer().analyze(traj).episode_skill
+            unquoted_skill = HindsightAnalyzer(quote_sampled=False).analyze(traj).episode_skill
             if not episode_skill:
                 continue
         steps = []
@@ -168,21 +169,24 @@ def probe(model, tokenizer, episodes, *, env_kwargs, history_length: int, max_pe
                 row.update(skill_quoted=quoted, skill_unquoted=bare, delta_quoted=(lpq - lp0).tolist(),
                            delta_unquoted=(lpn - lp0).tolist())
             else:
-                with_skill = insert_skills(prompt, episode_skill=episode_skill)
-                lp0, lpe = token_logprobs(model, tokenizer, [prompt, with_skill], step.response, max_prompt_len)
-                row.update(skill_episode=episode_skill, delta_episode=(lpe - lp0).tolist())
+                prompts = [prompt] + [insert_skills(prompt, episode_skill=k) for k in (episode_skill, unquoted_skill)]
+                lp0, lpe, lpn = token_logprobs(model, tokenizer, prompts, step.response, max_prompt_len)
+                row.update(skill_episode=episode_skill, skill_episode_unquoted=unquoted_skill,
+                           delta_episode=(lpe - lp0).tolist(), delta_episode_unquoted=(lpn - lp0).tolist())
             out[kind].append(row)
             steps.append(step)
     return out, counts
 
 
 def summary(steps: list[dict]) -> dict:
-    """Per kind of step: how the quoted and the unquoted skill move the sampled command's tokens."""
+    """Per kind of step: how the quoted and the unquoted skill move the sampled command's tokens (episode skills:
+    also split by whether the quoting skill names the command)."""
     if not steps:
         return {"steps": 0}
     split = [s for s in steps if s["divergence"] is not None]
     row = {"steps": len(steps), "with_divergence": len(split)}
-    for which in [k[len("delta_"):] for k in ("delta_quoted", "delta_unquoted", "delta_episode") if k in steps[0]]:
+    keys = ("delta_quoted", "delta_unquoted", "delta_episode", "delta_episode_unquoted")
+    for which in [k[len("delta_"):] for k in keys if k in steps[0]]:
         d = [np.asarray(s[f"delta_{which}"]) for s in steps]
         at = [s[f"delta_{which}"][s["divergence"]] for s in split]
         after = [float(np.sum(s[f"delta_{which}"][s["divergence"] + 1:])) for s in split]
@@ -193,6 +197,13 @@ def summary(steps: list[dict]) -> dict:
                       "after_divergence_median": round(float(np.median(after)), 3) if after else None,
                       "after_divergence_pos_frac": round(float(np.mean([a > 0 for a in after])), 3) if after
                       else None}
+        if "skill_episode" in steps[0]:   # split by whether the default (quoting) episode skill names the command
+            for name, want in (("quoted_in_skill", True), ("not_quoted_in_skill", False)):
+                sums = [float(np.sum(s[f"delta_{which}"])) for s in steps
+                        if (f"'{s['action']}'" in s["skill_episode"]) == want]
+                row[which][name] = {"steps": len(sums),
+                                    "seq_sum_median": round(float(np.median(sums)), 3) if sums else None,
+                                    "seq_pos_frac": round(float(np.mean([x > 0 for x in sums])), 3) if sums else None}
     return row
 
 

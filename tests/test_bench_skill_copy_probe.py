@@ -95,14 +95,26 @@ def test_episode_mode_scores_every_kind_under_the_analyzers_episode_skill_for_th
     assert [s["action"] for s in steps["on_plan"]] == [on_plan] and steps["on_plan"][0]["divergence"] is None
     rows = steps["well_formed"] + steps["ill_formed"] + steps["on_plan"]
     skill = rows[0]["skill_episode"]     # the failure skill the hindsight analyzer writes for the whole game
-    assert all(r["skill_episode"] == skill for r in rows) and "quoted" not in str(list(rows[0]))
+    bare = rows[0]["skill_episode_unquoted"]                  # and the same with quote_sampled=False
+    assert all(r["skill_episode"] == skill and r["skill_episode_unquoted"] == bare for r in rows)
+    assert "delta_quoted" not in rows[0]
     assert skill.startswith("Goal: ") and "chose 'go to sofa 1' instead of 'go to armchair 1'" in skill
+    assert "'go to sofa 1'" not in bare and "whose next move was 'go to armchair 1'" in bare
     for r in rows:
         n = len(tok(_response(r["action"]), add_special_tokens=False)["input_ids"])
-        assert len(r["delta_episode"]) == n and np.any(np.asarray(r["delta_episode"]) != 0)
-    row = probe.summary(steps["ill_formed"])
-    assert set(row) == {"steps", "with_divergence", "episode"}
-    assert row["episode"]["seq_sum_median"] == pytest.approx(sum(steps["ill_formed"][0]["delta_episode"]), abs=1e-3)
+        for k in ("delta_episode", "delta_episode_unquoted"):
+            assert len(r[k]) == n and np.any(np.asarray(r[k]) != 0)
+    row = probe.summary(steps["ill_formed"] + steps["well_formed"])
+    assert set(row) == {"steps", "with_divergence", "episode", "episode_unquoted"}
+    sums = [sum(r["delta_episode"]) for r in steps["ill_formed"] + steps["well_formed"]]
+    assert row["episode"]["seq_sum_median"] == pytest.approx(np.median(sums), abs=1e-3)
+    # 'go to sofa 1' is quoted in the skill, the ill-formed take is not (the skill quotes one looping command)
+    split = {k: row["episode_unquoted"][k]["steps"] for k in ("quoted_in_skill", "not_quoted_in_skill")}
+    assert split == {"quoted_in_skill": sum(f"'{r['action']}'" in skill for r in rows[:2]),
+                     "not_quoted_in_skill": sum(f"'{r['action']}'" not in skill for r in rows[:2])}
+    assert split["quoted_in_skill"] >= 1
+    assert row["episode"]["quoted_in_skill"]["seq_sum_median"] == pytest.approx(
+        np.median([sum(r["delta_episode"]) for r in rows[:2] if f"'{r['action']}'" in skill]), abs=1e-3)
     # a game the replay leaves is not the game the analyzer would have read: step mode scores the steps before the
     # cut, episode mode none of them
     bad = json.loads(json.dumps(episode))

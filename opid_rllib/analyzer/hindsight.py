@@ -196,16 +196,18 @@ class HindsightAnalyzer(Analyzer):
         inside groups that have no outcome signal. Default 0 keeps the paper's deviation-only reading.
         Needs the env's expert plan (`expert_actions`): privileged, like the rest of this analyzer.
 
-        quote_sampled: whether a step skill quotes the command it corrects ("X instead of 'Y'."); False says
-        the same without the quote ("At this point, X."). Why: the step term scores the sampled command under
-        the skill prompt, and a model copies what its prompt shows; quoted, the tokens of Y after the first
-        one that leaves the plan go up (SmolLM2, float32 study: median +2.4 nats on ill-formed commands,
-        against -2.5 unquoted; `bench/skill_copy_probe.py`), so the term rewards the rest of the command it
-        corrects. Default True keeps every study so far as it ran."""
+        quote_sampled: whether skills quote the sampled commands they correct (step: "X instead of 'Y'.";
+        episode: "chose 'Y' instead of 'X'", "'Y' was repeated", "e.g. 'Y'"); False gives the same advice
+        without them ("At this point, X."; "left the plan, whose next move was 'X'"). Why: the teacher term scores
+        the sampled command under the skill prompt, and a model copies what its prompt shows: quoted, the
+        tokens of Y after the first one that leaves the plan go up (SmolLM2, float32 study, step skill: median
+        +2.4 nats on ill-formed commands, against -2.5 unquoted), and a command the episode skill quotes gains a
+        median +4.1 nats over the warm start (`bench/skill_copy_probe.py --skill episode`), so the term rewards
+        the commands it warns about. Default True keeps every study so far as it ran."""
         super().__init__(max_step_skills=max_step_skills)
         if not isinstance(quote_sampled, bool):
-            raise ValueError(f"quote_sampled={quote_sampled!r}: must be true or false (whether step skills quote "
-                             "the sampled command they correct)")
+            raise ValueError(f"quote_sampled={quote_sampled!r}: must be true or false (whether skills quote "
+                             "the sampled commands they correct)")
         self.quote_sampled = quote_sampled
         if isinstance(on_plan_step_skills, bool) or not isinstance(on_plan_step_skills, int) \
                 or on_plan_step_skills < 0:
@@ -228,8 +230,8 @@ class HindsightAnalyzer(Analyzer):
         used = {idx for idx, _ in flow}
         detours = [f for f in facts if f.step.index not in used]
         if detours:
-            text += (f" Skip the detours: {len(detours)} of {len(facts)} steps (e.g. "
-                     f"{_quote(detours[0].step.action)}) did not advance the task.")
+            example = f" (e.g. {_quote(detours[0].step.action)})" if self.quote_sampled else ""
+            text += f" Skip the detours: {len(detours)} of {len(facts)} steps{example} did not advance the task."
         return text
 
     def _failure_skill(self, traj: TrajectoryRecord, facts: list[_StepFacts]) -> str:
@@ -240,24 +242,27 @@ class HindsightAnalyzer(Analyzer):
         loops = [f for f in facts if f.repeat]
         off = [f for f in facts if f.off_plan]
         rules: list[tuple[int, str]] = []  # (how often, rule); the most frequent is the core mistake
+        quote = self.quote_sampled   # False: name no sampled command (a teacher copies what its prompt shows)
         if off:
             f = off[0]
-            rules.append((len(off), f"leaving the good plan: at step {f.step.index} the agent chose "
-                                    f"{_quote(f.step.action)} instead of {_quote(f.expert_next)}."))
+            chose = f"chose {_quote(f.step.action)} instead of" if quote else "left the plan, whose next move was"
+            rules.append((len(off), f"leaving the good plan: at step {f.step.index} the agent {chose} "
+                                    f"{_quote(f.expert_next)}."))
         if loops:
             counts: dict[str, int] = {}
             for f in loops:
                 counts[f.step.action] = counts.get(f.step.action, 0) + 1
             worst = max(counts, key=lambda k: (counts[k], -list(counts).index(k)))
-            rules.append((len(loops), f"looping: {_quote(worst)} was repeated without progress; when an "
+            what = _quote(worst) if quote else "a command"
+            rules.append((len(loops), f"looping: {what} was repeated without progress; when an "
                                       "action changes nothing, take the next step toward the goal instead."))
         if bad_fmt:
             rule = self._format_rule(traj.env_name)
             rules.append((len(bad_fmt), f"broken format in {len(bad_fmt)} of {n} replies; always "
                                         f"{rule[0].lower()}{rule[1:]}"))
         if inadm:
-            rules.append((len(inadm), f"commands outside the admissible list (e.g. "
-                                      f"{_quote(inadm[0].step.action)}); use only listed commands."))
+            example = f" (e.g. {_quote(inadm[0].step.action)})" if quote else ""
+            rules.append((len(inadm), f"commands outside the admissible list{example}; use only listed commands."))
         rules.sort(key=lambda r: -r[0])  # stable: ties keep the order above
         if rules:
             body = "Core mistake: " + rules[0][1] + "".join(
@@ -267,7 +272,7 @@ class HindsightAnalyzer(Analyzer):
                     "toward the goal and skip exploration that is not needed.")
         signs = []
         if noops:
-            signs.append(f"{_quote(noops[0].step.action)} had no effect")
+            signs.append(f"{_quote(noops[0].step.action)} had no effect" if quote else "a command had no effect")
         if loops:
             signs.append("the same place or command comes back")
         if signs:
