@@ -22,6 +22,9 @@ the game cannot parse. This reads the episodes a play or a training run already 
   plan and off it. Off the plan the skill names another command and mostly lowers the sampled one (the share is
   the `delta_step/off_plan_neg_frac` metric); on the plan it raises it, by far less per token; so which way the
   step term pushed takes on net follows from these counts only together with those per-token sizes.
+* commands quoted in their own episode's episode skill (training dumps that hold one): ill-formed, on the plan,
+  and the rest. The teacher copies what the skill quotes (`bench/skill_copy_probe.py --skill episode`), so a
+  quoted command is one the episode term tends to raise.
 
 Sources: a bench/learning.py run folder (its panel play `play_chunks.jsonl`, and its training episodes
 `opid_skills/iter_*.jsonl`, one row per iteration; training dumps keep no plans, so only their commands are
@@ -97,6 +100,8 @@ def count(episodes: Sequence[dict[str, Any]], plans: bool = True) -> dict[str, A
                            "ill_formed_object_takes": _object_takes(episodes, bad_per_game)}
     if any(_has_step_skill(r) for e in episodes for r in e.get("routed") or []):  # GRPO's dumps route none: '-'
         row["step_skill_takes"] = _step_skill_takes(episodes, per_game)
+    if any(_episode_skill(e) for e in episodes):
+        row["episode_skill_quotes"] = _episode_skill_quotes(episodes, per_game)
     if plans:
         held = [e for e in episodes if picked_up(e)]
         row.update(picked_up=len(held), won_after_pick_up=sum(bool(e.get("won")) for e in held))
@@ -116,6 +121,23 @@ def _step_skill_takes(episodes: Sequence[dict[str, Any]], per_game: Sequence[Seq
         for action, routed, on_plan in zip(actions, e.get("routed") or [], e.get("on_plan") or []):
             if _has_step_skill(routed) and on_plan is not None and is_take(action):
                 out["on_plan" if on_plan else "off_plan"] += 1
+    return out
+
+
+def _episode_skill(episode: dict[str, Any]) -> str:
+    return str((episode.get("skills") or {}).get("episode_skill") or "")
+
+
+def _episode_skill_quotes(episodes: Sequence[dict[str, Any]], per_game: Sequence[Sequence[str]]) -> dict[str, int]:
+    """Commands quoted ('...') in their own episode's episode skill, by kind: ill-formed, on the plan (the dump's
+    `on_plan`), other; each with its total."""
+    out = {k: 0 for k in ("ill_formed", "ill_formed_of", "on_plan", "on_plan_of", "other", "other_of")}
+    for e, actions in zip(episodes, per_game):
+        skill = _episode_skill(e)
+        for action, on_plan in zip(actions, list(e.get("on_plan") or []) + [None] * len(actions)):
+            kind = "ill_formed" if not well_formed(action) else "on_plan" if on_plan else "other"
+            out[f"{kind}_of"] += 1
+            out[kind] += f"'{action}'" in skill
     return out
 
 
@@ -162,18 +184,21 @@ def _pct(n: int, d: int) -> str:
 
 def table(results: dict[str, list[tuple[str, dict[str, Any]]]]) -> Iterable[str]:
     yield ("| source | episodes | won | picked up the object | won of those | commands | takes % | ill-formed % "
-           "| of them takes | of the task's object | episodes with one | step-skill takes on / off plan |")
-    yield "|---|---|---|---|---|---|---|---|---|---|---|---|"
+           "| of them takes | of the task's object | episodes with one | step-skill takes on / off plan "
+           "| quoted by the episode skill %: ill-formed / on plan / other |")
+    yield "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     for folder, found in results.items():
         for what, r in found:
-            held, skill_takes = r.get("picked_up"), r.get("step_skill_takes")
+            held, skill_takes, q = r.get("picked_up"), r.get("step_skill_takes"), r.get("episode_skill_quotes")
             yield (f"| {label(folder)} {what} | {r['games']} | {r['won']} | {'-' if held is None else held} | "
                    f"{'-' if held is None else r['won_after_pick_up']} | {r['commands']:,} | "
                    f"{_pct(r['takes'], r['commands'])} ({r['takes']}) | "
                    f"{_pct(r['ill_formed'], r['commands'])} ({r['ill_formed']}) | {r['ill_formed_takes']} | "
                    f"{'-' if r['ill_formed_object_takes'] is None else r['ill_formed_object_takes']} | "
                    f"{r['games_with_ill_formed']} | "
-                   f"{'-' if skill_takes is None else '{on_plan} / {off_plan}'.format(**skill_takes)} |")
+                   f"{'-' if skill_takes is None else '{on_plan} / {off_plan}'.format(**skill_takes)} | "
+                   + ("-" if q is None else " / ".join(_pct(q[k], q[f"{k}_of"]) for k in ("ill_formed", "on_plan",
+                                                                                      "other"))) + " |")
 
 
 def main(argv=None) -> int:

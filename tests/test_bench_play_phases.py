@@ -53,11 +53,14 @@ def test_reads_a_run_folder_and_an_eval_folder_and_labels_the_arm(tmp_path, benc
     (run / "opid_skills" / "iter_00002.jsonl").write_text(
         "\n".join(json.dumps({"actions": e["actions"], "won": e["won"]}) for e in EPISODES[2:]) + "\n")
     routed = {"actions": ["take tomato 1 from countertop 1", "take tomato 2 from fridge 1", "take  x 1 from y 1",
-                          "go to fridge 1", "take tomato 1 from countertop 1", "take apple 1 from countertop 1"],
+                          "go to fridge 1", "take tomato 1 from countertop 1", "take apple from countertop 1"],
               "routed": ["step", "episode+step", "step", "step", "episode", "step"],
-              "on_plan": [True, False, False, False, False, None], "won": False}
+              "on_plan": [True, False, False, False, False, None], "won": False,
+              "skills": {"episode_skill": "Goal: x. Core mistake: chose 'go to fridge 1' instead of 'look'. Avoid "
+                                          "looping: 'take apple from countertop 1' was repeated. 'take tomato 2 from "
+                                          "fridge 1' had no effect."}}
     (run / "opid_skills" / "iter_00003.jsonl").write_text(json.dumps(routed) + "\n")
-    grpo = dict(routed, routed=[None] * 6)  # GRPO's dumps: no skill routed anywhere, so no step-skill column
+    grpo = dict(routed, routed=[None] * 6, skills=None)  # GRPO's dumps: no skills, so no step-skill or quote column
     (run / "opid_skills" / "iter_00004.jsonl").write_text(json.dumps(grpo) + "\n")
     t_arm = "opid:" + bench_module("comparisons").T_SETTINGS
     (tmp_path / "runs" / "opid_w-s1.json").write_text(json.dumps({"variant": t_arm, "seed": 1}))
@@ -74,14 +77,17 @@ def test_reads_a_run_folder_and_an_eval_folder_and_labels_the_arm(tmp_path, benc
                            "games_with_ill_formed": 1}                 # no plans in training dumps
     # one take on the plan and two off it; a 'go to', an episode-routed take and one with no plan are not counted
     assert found[2][1]["step_skill_takes"] == {"on_plan": 1, "off_plan": 2}
-    assert "step_skill_takes" not in found[3][1]
+    assert "step_skill_takes" not in found[3][1] and "episode_skill_quotes" not in found[3][1]
+    # the ill-formed take and two other commands are quoted in the episode's skill; the on-plan take is not
+    assert found[2][1]["episode_skill_quotes"] == {"ill_formed": 1, "ill_formed_of": 1, "on_plan": 0, "on_plan_of": 1,
+                                                   "other": 2, "other_of": 4}
     assert pp.main([str(run), str(ev), "--json", str(tmp_path / "out.json")]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[2] == "| T s1 panel play | 4 | 1 | 2 | 1 | 10 | 50.0 (5) | 10.0 (1) | 1 | 1 | 1 | - |"
-    assert out[3] == "| T s1 training iteration 2 | 2 | 0 | - | - | 5 | 60.0 (3) | 20.0 (1) | 1 | - | 1 | - |"
-    assert out[4].endswith("| 1 / 2 |")
-    assert out[5].endswith("| - |")
-    assert out[6] == "| eval opid-eval student | 1 | 1 | 1 | 1 | 3 | 33.3 (1) | 0.0 (0) | 0 | 0 | 0 | - |"
+    assert out[2] == "| T s1 panel play | 4 | 1 | 2 | 1 | 10 | 50.0 (5) | 10.0 (1) | 1 | 1 | 1 | - | - |"
+    assert out[3] == "| T s1 training iteration 2 | 2 | 0 | - | - | 5 | 60.0 (3) | 20.0 (1) | 1 | - | 1 | - | - |"
+    assert out[4].endswith("| 1 / 2 | 100.0 / 0.0 / 50.0 |")
+    assert out[5].endswith("| - | - |")
+    assert out[6] == "| eval opid-eval student | 1 | 1 | 1 | 1 | 3 | 33.3 (1) | 0.0 (0) | 0 | 0 | 0 | - | - |"
     assert json.loads((tmp_path / "out.json").read_text())[str(ev)]["opid-eval student"]["picked_up"] == 1
     with pytest.raises(SystemExit, match="neither"):
         pp.rows(tmp_path / "nothing")
