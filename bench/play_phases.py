@@ -124,6 +124,11 @@ def _step_skill_takes(episodes: Sequence[dict[str, Any]], per_game: Sequence[Seq
     return out
 
 
+def quoted_in(skill: str, command: str) -> bool:
+    """Whether a skill quotes the command ('...', as the hindsight analyzer quotes the commands it corrects)."""
+    return f"'{command}'" in skill
+
+
 def _episode_skill(episode: dict[str, Any]) -> str:
     return str((episode.get("skills") or {}).get("episode_skill") or "")
 
@@ -137,7 +142,7 @@ def _episode_skill_quotes(episodes: Sequence[dict[str, Any]], per_game: Sequence
         for action, on_plan in zip(actions, list(e.get("on_plan") or []) + [None] * len(actions)):
             kind = "ill_formed" if not well_formed(action) else "on_plan" if on_plan else "other"
             out[f"{kind}_of"] += 1
-            out[kind] += f"'{action}'" in skill
+            out[kind] += quoted_in(skill, action)
     return out
 
 

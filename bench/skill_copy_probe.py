@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from play_phases import PLAY_CHUNKS, well_formed  # noqa: E402
+from play_phases import PLAY_CHUNKS, quoted_in, well_formed  # noqa: E402
 
 from opid_rllib.eval.chunk_log import last_play  # noqa: E402
 
@@ -131,6 +131,7 @@ def probe(model, tokenizer, episodes, *, env_kwargs, history_length: int, max_pe
     counts = {"episodes": 0, "replay_mismatch": 0}
     env = envs.make("alfworld", **env_kwargs)
     seen: set[tuple[str, str]] = set()   # a loop repeats one command: score it once per game
+    quoting, unquoting = HindsightAnalyzer(), HindsightAnalyzer(quote_sampled=False)   # as training's, and without
     order = np.random.default_rng(0).permutation(len(episodes))  # all task types, not the panel's first
     for e in (episodes[i] for i in order):
         if all(len(v) >= max_per_kind for v in out.values()):
@@ -145,8 +146,8 @@ def probe(model, tokenizer, episodes, *, env_kwargs, history_length: int, max_pe
                                     task=game["task"], task_type=game["task_type"], env_name="alfworld",
                                     success=game["won"], steps=[s for _, s in game["rows"]],
                                     ground_truth=game["ground_truth"])
-            episode_skill = HindsightAnalyzer().analyze(traj).episode_skill
-            unquoted_skill = HindsightAnalyzer(quote_sampled=False).analyze(traj).episode_skill
+            episode_skill = quoting.analyze(traj).episode_skill
+            unquoted_skill = unquoting.analyze(traj).episode_skill
             if not episode_skill:
                 continue
         steps = []
@@ -200,7 +201,7 @@ def summary(steps: list[dict]) -> dict:
         if "skill_episode" in steps[0]:   # split by whether the default (quoting) episode skill names the command
             for name, want in (("quoted_in_skill", True), ("not_quoted_in_skill", False)):
                 sums = [float(np.sum(s[f"delta_{which}"])) for s in steps
-                        if (f"'{s['action']}'" in s["skill_episode"]) == want]
+                        if quoted_in(s["skill_episode"], s["action"]) == want]
                 row[which][name] = {"steps": len(sums),
                                     "seq_sum_median": round(float(np.median(sums)), 3) if sums else None,
                                     "seq_pos_frac": round(float(np.mean([x > 0 for x in sums])), 3) if sums else None}
