@@ -42,6 +42,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from opid_rllib.analyzer.hindsight import quote_command
 from opid_rllib.eval.chunk_log import last_play
 from opid_rllib.eval.panel import read_plays
 
@@ -125,8 +126,9 @@ def _step_skill_takes(episodes: Sequence[dict[str, Any]], per_game: Sequence[Seq
 
 
 def quoted_in(skill: str, command: str) -> bool:
-    """Whether a skill quotes the command ('...', as the hindsight analyzer quotes the commands it corrects)."""
-    return f"'{command}'" in skill
+    """Whether a skill quotes the command, matched as the hindsight analyzer writes its quotes (whitespace folded,
+    long commands cut), so a long command the analyzer did quote counts as quoted."""
+    return quote_command(command) in skill
 
 
 def _episode_skill(episode: dict[str, Any]) -> str:

@@ -98,3 +98,31 @@ def test_reads_a_run_folder_and_an_eval_folder_and_labels_the_arm(tmp_path, benc
     assert pp.label(tmp_path / "runs" / "grpo-s2") == "grpo s2" and pp.label(ev) == "eval"
     (tmp_path / "runs" / "base-s0.json").write_text(json.dumps({"success_pct": {"all": 11.9}}))
     assert pp.label(tmp_path / "runs" / "base-s0") == "base s0"  # a base play's record names no arm
+
+
+
+
+def test_a_skill_quotes_a_command_as_the_analyzer_writes_it(bench_module):
+    """The analyzer folds whitespace and cuts long commands before quoting them; a literal '...' match would count
+    such a command, quoted in its episode skill, as unquoted."""
+    from opid_rllib.analyzer import HindsightAnalyzer, StepRecord, TrajectoryRecord
+    from opid_rllib.analyzer.hindsight import MAX_QUOTE_CHARS
+
+    pp = bench_module("play_phases")
+    long_cmd = "put " + "very " * 20 + "long mug 1 in/on shelf 1"
+    assert len(long_cmd) > MAX_QUOTE_CHARS
+    for off_plan in (long_cmd, "go  to   cabinet 1"):
+        rows = [("go to countertop 1", "go to countertop 1"), (off_plan, "take mug 1 from countertop 1"),
+                ("go to shelf 1", "take mug 1 from countertop 1")]
+        steps = [StepRecord(index=i, observation="You are in the middle of a room.",
+                            response=f"<think>ok</think><action>{a}</action>", action=a, action_valid=True,
+                            reward=0.0, ret=0.0, admissible_actions=[a, "go to shelf 1"], expert_actions=[e])
+                 for i, (a, e) in enumerate(rows)]
+        traj = TrajectoryRecord(traj_id="t", group_id="g", task_id="alfworld/mug", task="put a mug in shelf.",
+                                task_type="pick_and_place_simple", env_name="alfworld", success=False,
+                                episode_reward=0.0, steps=steps, ground_truth={})
+        skill = HindsightAnalyzer().analyze(traj).episode_skill
+        assert "chose '" in skill and f"'{off_plan}'" not in skill  # quoted, but a literal match misses it ...
+        assert pp.quoted_in(skill, off_plan)  # ... the analyzer's own quoting finds it
+        assert not pp.quoted_in(skill, "go to countertop 1")  # on the plan: named, not quoted
+        assert not pp.quoted_in(skill, "go to shelf 2")

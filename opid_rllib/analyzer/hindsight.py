@@ -37,7 +37,8 @@ _CONTAINER = re.compile(r"^(open|close)\b")
 _NOOP_OBS = re.compile(r"^\s*nothing happens", re.IGNORECASE)
 
 
-def _quote(text: str) -> str:
+def quote_command(text: str) -> str:
+    """How the analyzer quotes a command in a skill: whitespace folded, cut at MAX_QUOTE_CHARS, in '...'."""
     t = " ".join((text or "").split())
     return "'" + (t if len(t) <= MAX_QUOTE_CHARS else t[: MAX_QUOTE_CHARS - 3] + "...") + "'"
 
@@ -45,7 +46,7 @@ def _quote(text: str) -> str:
 def _imperative(action: str) -> str:
     """'go to fridge 1' reads as a command; 'click[buy now]' needs a verb."""
     a = " ".join(action.split())
-    return a if re.match(r"^[a-z][a-z ]*\b", a) and "[" not in a and "<" not in a else f"choose {_quote(a)}"
+    return a if re.match(r"^[a-z][a-z ]*\b", a) and "[" not in a and "<" not in a else f"choose {quote_command(a)}"
 
 
 def _keep_sentence(expert_next: str) -> str:
@@ -231,7 +232,7 @@ class HindsightAnalyzer(Analyzer):
         used = {idx for idx, _ in flow}
         detours = [f for f in facts if f.step.index not in used]
         if detours:
-            example = f" (e.g. {_quote(detours[0].step.action)})" if self.quote_sampled else ""
+            example = f" (e.g. {quote_command(detours[0].step.action)})" if self.quote_sampled else ""
             text += f" Skip the detours: {len(detours)} of {len(facts)} steps{example} did not advance the task."
         return text
 
@@ -246,15 +247,16 @@ class HindsightAnalyzer(Analyzer):
         quote = self.quote_sampled   # False: name no sampled command (a teacher copies what its prompt shows)
         if off:
             f = off[0]
-            chose = f"chose {_quote(f.step.action)} instead of" if quote else "left the plan, whose next move was"
+            chose = (f"chose {quote_command(f.step.action)} instead of" if quote
+                     else "left the plan, whose next move was")
             rules.append((len(off), f"leaving the good plan: at step {f.step.index} the agent {chose} "
-                                    f"{_quote(f.expert_next)}."))
+                                    f"{quote_command(f.expert_next)}."))
         if loops:
             counts: dict[str, int] = {}
             for f in loops:
                 counts[f.step.action] = counts.get(f.step.action, 0) + 1
             worst = max(counts, key=lambda k: (counts[k], -list(counts).index(k)))
-            what = _quote(worst) if quote else "a command"
+            what = quote_command(worst) if quote else "a command"
             rules.append((len(loops), f"looping: {what} was repeated without progress; when an "
                                       "action changes nothing, take the next step toward the goal instead."))
         if bad_fmt:
@@ -262,7 +264,7 @@ class HindsightAnalyzer(Analyzer):
             rules.append((len(bad_fmt), f"broken format in {len(bad_fmt)} of {n} replies; always "
                                         f"{rule[0].lower()}{rule[1:]}"))
         if inadm:
-            example = f" (e.g. {_quote(inadm[0].step.action)})" if quote else ""
+            example = f" (e.g. {quote_command(inadm[0].step.action)})" if quote else ""
             rules.append((len(inadm), f"commands outside the admissible list{example}; use only listed commands."))
         rules.sort(key=lambda r: -r[0])  # stable: ties keep the order above
         if rules:
@@ -273,7 +275,7 @@ class HindsightAnalyzer(Analyzer):
                     "toward the goal and skip exploration that is not needed.")
         signs = []
         if noops:
-            signs.append(f"{_quote(noops[0].step.action)} had no effect" if quote else "a command had no effect")
+            signs.append(f"{quote_command(noops[0].step.action)} had no effect" if quote else "a command had no effect")
         if loops:
             signs.append("the same place or command comes back")
         if signs:
@@ -310,21 +312,21 @@ class HindsightAnalyzer(Analyzer):
         if f.off_plan:
             if not quote:
                 return "plan", _keep_sentence(f.expert_next)
-            return "plan", f"At this point, {_imperative(f.expert_next)} instead of {_quote(f.step.action)}."
+            return "plan", f"At this point, {_imperative(f.expert_next)} instead of {quote_command(f.step.action)}."
         if f.step.expert_actions:
             return None  # on the expert's plan: nothing to correct
         if f.inadmissible:
-            alt = f" such as {_quote(f.suggestion)}" if f.suggestion else ""
-            against = f" instead of {_quote(f.step.action)}" if quote else ""
+            alt = f" such as {quote_command(f.suggestion)}" if f.suggestion else ""
+            against = f" instead of {quote_command(f.step.action)}" if quote else ""
             return "other", f"Issue a command from the admissible list{alt}{against}."
         if f.repeat:
-            what = _quote(f.step.action) if quote else "the last command"
+            what = quote_command(f.step.action) if quote else "the last command"
             return "other", (f"Stop repeating {what}; choose an admissible action "
                              "you have not tried yet that moves toward the goal.")
         if f.noop:
             if not quote:
                 return "other", "A command that changes nothing here wastes the step; pick a different action."
-            return "other", f"Do not {_quote(f.step.action)} here: it changes nothing; pick a different action."
+            return "other", f"Do not {quote_command(f.step.action)} here: it changes nothing; pick a different action."
         return None
 
     def _step_skills(self, traj: TrajectoryRecord, facts: list[_StepFacts], success: bool) -> dict[int, str]:
