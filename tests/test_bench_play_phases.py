@@ -100,8 +100,6 @@ def test_reads_a_run_folder_and_an_eval_folder_and_labels_the_arm(tmp_path, benc
     assert pp.label(tmp_path / "runs" / "base-s0") == "base s0"  # a base play's record names no arm
 
 
-
-
 def test_a_skill_quotes_a_command_as_the_analyzer_writes_it(bench_module):
     """The analyzer folds whitespace and cuts long commands before quoting them; a literal '...' match would count
     such a command, quoted in its episode skill, as unquoted."""
