@@ -77,8 +77,17 @@ def _is_json_object(text: str) -> bool:
     """What a server honouring response_format returns: the whole answer is one JSON object."""
     try:
         return isinstance(json.loads(text), dict)
-    except ValueError:
+    except (ValueError, RecursionError):  # a degenerate answer nested ~1,000 deep is not one
         return False
+
+
+def _number(fld: str, value: Any, kind: type) -> Any:
+    """`kind(value)` (options may arrive as strings from the command line), or an error naming the field."""
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        what = "an integer" if kind is int else "a number"
+        raise ValueError(f"OpenAIAnalyzer {fld}={value!r}: must be {what}") from None
 
 
 def _env_float(name: str, default: float) -> float:
@@ -144,21 +153,24 @@ class OpenAIAnalyzer(Analyzer):
             key = "EMPTY"  # local OpenAI-compatible servers (vLLM) accept any key
         self._api_key = key
         # max_retries = total attempts per request, as OPENAI_API_RETRIES in the reference.
-        self.max_retries = int(max_retries if max_retries is not None
-                               else _env_float("OPENAI_API_RETRIES", DEFAULT_API_RETRIES))
-        self.retry_delay_s = float(retry_delay_s if retry_delay_s is not None
-                                   else _env_float("OPENAI_API_RETRY_DELAY", DEFAULT_RETRY_DELAY_S))
-        self.timeout_s = float(timeout_s)
-        self.max_completion_tokens = int(max_completion_tokens)
-        self.temperature = temperature
-        self.parse_retries = int(parse_retries)
-        self.max_concurrent_requests = int(max_concurrent_requests)
-        self.abandoned_hold_s = float(self.timeout_s if abandoned_hold_s is None else abandoned_hold_s)
+        self.max_retries = _number("max_retries", max_retries if max_retries is not None
+                                   else _env_float("OPENAI_API_RETRIES", DEFAULT_API_RETRIES), int)
+        self.retry_delay_s = _number("retry_delay_s", retry_delay_s if retry_delay_s is not None
+                                     else _env_float("OPENAI_API_RETRY_DELAY", DEFAULT_RETRY_DELAY_S), float)
+        self.timeout_s = _number("timeout_s", timeout_s, float)
+        self.max_completion_tokens = _number("max_completion_tokens", max_completion_tokens, int)
+        # Checked here, not at the first request: a bad value would otherwise fail every request of the run.
+        self.temperature = None if temperature is None else _number("temperature", temperature, float)
+        self.parse_retries = _number("parse_retries", parse_retries, int)
+        self.max_concurrent_requests = _number("max_concurrent_requests", max_concurrent_requests, int)
+        self.abandoned_hold_s = (self.timeout_s if abandoned_hold_s is None
+                                 else _number("abandoned_hold_s", abandoned_hold_s, float))
         for fld, value, low in (("max_retries", self.max_retries, 1), ("parse_retries", self.parse_retries, 1),
                                 ("timeout_s", self.timeout_s, 1e-3), ("retry_delay_s", self.retry_delay_s, 0),
                                 ("max_completion_tokens", self.max_completion_tokens, 1),
                                 ("max_concurrent_requests", self.max_concurrent_requests, 1),
-                                ("abandoned_hold_s", self.abandoned_hold_s, 0)):
+                                ("abandoned_hold_s", self.abandoned_hold_s, 0),
+                                ("temperature", 0 if self.temperature is None else self.temperature, 0)):
             if value < low:
                 raise ValueError(f"OpenAIAnalyzer {fld}={value}: must be >= {low}")
         for fld, value, choices in (("token_limit_param", token_limit_param, TOKEN_LIMIT_PARAMS),
@@ -233,7 +245,7 @@ class OpenAIAnalyzer(Analyzer):
             kwargs: dict[str, Any] = dict(model=self.model, messages=[{"role": "user", "content": prompt}],
                                           timeout=self.timeout_s, **optional)
             if self.temperature is not None:
-                kwargs["temperature"] = float(self.temperature)
+                kwargs["temperature"] = self.temperature
             waited = ep.limiter.acquire()
             hold = 0.0
             try:

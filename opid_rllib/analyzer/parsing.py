@@ -42,7 +42,7 @@ def _json_objects(text: str) -> Iterator[dict]:
             continue
         try:
             obj, _ = _DECODER.raw_decode(text, i)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: an answer nested ~1,000 deep
             continue
         if isinstance(obj, dict):
             yield obj

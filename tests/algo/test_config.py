@@ -78,6 +78,17 @@ def test_api_key_in_config_is_rejected_and_never_serialised(monkeypatch):
     assert "sk-secret-123" not in repr(ok.to_dict())
 
 
+def test_openai_analyzer_values_are_checked_before_ray_starts(monkeypatch):
+    """A bad value would otherwise fail every analyzer request of the run, inside an env runner."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)   # the key is read where the analyzer runs
+    for option, value, said in (("temperature", "hot", "must be a number"), ("max_retries", "five", "an integer"),
+                                ("timeout_s", None, "must be a number"), ("temperature", -0.5, ">= 0")):
+        c = OPIDConfig().analyzer_settings(analyzer="openai", analyzer_config={option: value})
+        with pytest.raises(ValueError, match=f"analyzer_config: OpenAIAnalyzer {option}=.*{said}"):
+            c.validate()
+    OPIDConfig().analyzer_settings(analyzer="openai", analyzer_config={"temperature": "0.7", "timeout_s": 5}).validate()
+
+
 def test_reference_recipes_take_the_reference_ppo_minibatch():
     """ppo_mini_batch_size (ALFWorld 256, WebShop 64, Search 512 step-samples over all GPUs) as RLlib's
     per-learner minibatch_size: several optimizer steps per iteration, as the reference takes."""

@@ -5,6 +5,7 @@ backoff) is exercised end to end. Each request consumes the next scripted mode (
   good      200, a valid analysis JSON built from the prompt's candidate steps
   fenced    200, the same JSON inside a ```json fence with prose around it
   junk      200, text without any JSON object
+  nested    200, '{"episode_skill": ' 1,500 times: nested past Python's recursion limit
   empty     200, empty content
   error500  500 with an OpenAI-style error body
   slow      waits `slow_s` seconds, then answers like `good` (to trip client timeouts)
@@ -39,7 +40,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-MODES = ("good", "fenced", "junk", "empty", "error500", "slow", "echo_auth", "prose")
+MODES = ("good", "fenced", "junk", "nested", "empty", "error500", "slow", "echo_auth", "prose")
 TOKEN_FIELDS = ("max_tokens", "max_completion_tokens")
 PROSE = " ".join(["The agent looked around the room and then walked to the counter."] * 50)
 
@@ -215,6 +216,8 @@ class FakeOpenAIServer:
                     content = f"Here is the analysis:\n```json\n{server.content(prompt)}\n```\nDone."
                 elif mode == "junk":
                     content = "Sorry, I cannot analyze this episode right now."
+                elif mode == "nested":
+                    content = '{"episode_skill": ' * 1500
                 else:
                     content = ""
                 cap = min((int(body[f]) for f in server.honours if isinstance(body.get(f), int)), default=None)

@@ -155,3 +155,34 @@ def test_truncated_errors_do_not_expose_a_key_prefix(success_traj):
 
     s = Boom(api_key=azure_key).analyze(success_traj)
     assert len(s.error) <= 500 and "ZZUNIQUE" not in s.error and "azk0" not in s.error
+
+
+def test_option_values_are_checked_at_construction():
+    """Each wrong value names its field; strings from the command line that are numbers are taken."""
+    for option, value in (("temperature", "hot"), ("max_retries", "five"), ("timeout_s", "fast"),
+                          ("max_completion_tokens", None), ("retry_delay_s", [1]), ("abandoned_hold_s", "x")):
+        with pytest.raises(ValueError, match=f"OpenAIAnalyzer {option}="):
+            OpenAIAnalyzer(api_key=KEY, **{option: value})
+    with pytest.raises(ValueError, match="temperature=-1.0: must be >= 0"):
+        OpenAIAnalyzer(api_key=KEY, temperature=-1)
+    a = OpenAIAnalyzer(api_key=KEY, temperature="0.3", max_retries="2", timeout_s="1.5")
+    assert (a.temperature, a.max_retries, a.timeout_s) == (0.3, 2, 1.5)
+
+
+def test_deeply_nested_answer_gets_the_repair_request(fake_server, failure_traj):
+    """An answer nested past Python's recursion limit is a parse failure like any other: the repair prompt
+    follows, not a lost trajectory."""
+    fake_server.push("nested")
+    s = make(fake_server).analyze(failure_traj)
+    assert s.ok and s.attempts == 2, s.error
+    assert "Parse error" in fake_server.requests[1]["body"]["messages"][0]["content"]
+
+
+def test_deeply_nested_answer_is_not_a_transport_failure(fake_server, failure_traj):
+    """With response_format on, the nested answer is counted as ignoring it, not retried as a failed request."""
+    fake_server.push("nested")
+    fake_server.response_formats = ("json_schema", "json_object")
+    a = make(fake_server, response_format="json_object")
+    s = a.analyze(failure_traj)
+    assert s.ok and s.attempts == 2, s.error
+    assert a.stats()["response_format_ignored"] == 1
