@@ -116,6 +116,9 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         return self._envs[i]
 
     def _rebuild_env(self, i: int):
+        """A fresh env in slot i; raises what the env's constructor raises (callers count it)."""
+        if i >= len(self._envs):  # slot i was never built: its first construction failed
+            return self._make_env(i)
         try:
             self._envs[i].close()
         except Exception:
@@ -195,8 +198,8 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
 
     def _reset_slot(self, i, task_id, group_id, copy_idx, counts):
         for attempt in range(2):
-            env = self._make_env(i) if attempt == 0 else self._rebuild_env(i)
-            try:
+            try:  # building the env counts too: a backend that is gone fails in the constructor
+                env = self._make_env(i) if attempt == 0 else self._rebuild_env(i)
                 obs, info = env.reset(options={"task_id": task_id})
                 break
             except Exception as e:  # a crashing env must not kill training: count it, retry once
@@ -267,7 +270,11 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
             obs, reward, term, trunc = ENV_ERROR_OBS, 0.0, False, True
             info = dict(prev_info, action_valid=False, env_error=repr(e)[:200])
             sl["episode"].custom_data["opid"]["env_error"] = True
-            self._rebuild_env(sl["env_idx"])
+            try:
+                self._rebuild_env(sl["env_idx"])
+            except Exception as e2:  # counted; the next reset of this slot tries again (and drops its task)
+                counts["env_errors"] += 1
+                logger.warning("env rebuild after a crash failed: %r", e2)
         if not (term or trunc) and len(sl["history"]) + 1 >= s["max_steps"]:
             trunc = True  # runner-side cap, in case env_config did not set max_steps
         n_max = s["max_new_tokens"]

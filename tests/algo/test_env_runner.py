@@ -74,6 +74,42 @@ def test_crashing_env_is_counted_and_episode_kept():
     assert len(r.sample_groups(list(r._make_env(0).task_ids()[:1]), seed=1)) == 2
 
 
+class UnrebuildableSearchQA(SearchQAEnv):
+    """A real env whose backend dies: its first copy raises on every step, and every later construction
+    raises too (fault injection)."""
+
+    built = 0
+
+    def __init__(self, *args, **kwargs):
+        UnrebuildableSearchQA.built += 1
+        if UnrebuildableSearchQA.built > 1:
+            raise ConnectionError("search backend unreachable")
+        super().__init__(*args, **kwargs)
+
+    def _step_task(self, action):
+        raise RuntimeError("search backend died")
+
+
+def test_env_that_cannot_be_rebuilt_is_counted_not_fatal():
+    """The crash's rebuild fails, then the next slot's construction and its retry fail: sample_groups still
+    returns the episode it has, each failure counted, and the next rollout runs on what is left."""
+    gym.register("opid-test/UnrebuildableSearchQA-v0", entry_point=UnrebuildableSearchQA, disable_env_checker=True)
+    UnrebuildableSearchQA.built = 0
+    cfg = tiny_config(group_size=2, max_steps=3, analyzer="none")
+    cfg.environment("opid-test/UnrebuildableSearchQA-v0", env_config={"max_steps": 3})
+    r = GroupedTextEnvRunner(config=cfg)
+    try:
+        task = list(r._make_env(0).task_ids()[:1])
+        eps = r.sample_groups(task, seed=0)
+        # Copy 0 crashed on its first step and its rebuild failed; copy 1's env (slot 1) never got built.
+        assert len(eps) == 1 and eps[0].custom_data["opid"]["env_error"] and len(eps[0]) == 1
+        assert r.get_metrics()["opid_runner"]["env_errors"].peek() == 1 + 1 + 2
+        again = r.sample_groups(task, seed=1)           # slot 0 still holds the first env: it resets, then crashes
+        assert len(again) == 1 and again[0].custom_data["opid"]["env_error"]
+    finally:
+        r.stop()
+
+
 def test_format_invalid_and_inadmissible_steps_are_counted():
     """opid_runner/format_invalid_steps and inadmissible_steps: a malformed response, then a well-formed command
     the real ALFWorld game did not offer (no instance number), then one it did; and a whole rollout's metrics
