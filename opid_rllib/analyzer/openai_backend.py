@@ -101,8 +101,9 @@ def _env_float(name: str, default: float) -> float:
 class OpenAIAnalyzer(Analyzer):
     """One chat-completions request per trajectory (plus retries); see module doc.
 
-    analyzer_config keys (all optional): model, base_url, api_key_env, timeout_s, max_retries,
-    retry_delay_s, temperature, parse_retries, and
+    analyzer_config keys (all optional): model, base_url, api_key_env, max_retries, retry_delay_s,
+    temperature, parse_retries, and
+      timeout_s                seconds one request may take in all, reading the answer included (60);
       max_completion_tokens    the answer-length cap (4096), sent as the field(s) below;
       token_limit_param        "auto" (both max_tokens and max_completion_tokens, dropping one the
                                server rejects) | "max_tokens" | "max_completion_tokens";
@@ -252,7 +253,7 @@ class OpenAIAnalyzer(Analyzer):
                 counter[0] += 1
                 self._count("slot_wait_s", waited)
                 self._count("requests")
-                resp = self._get_client().chat.completions.create(**kwargs)
+                text, finish_reason = self._create(kwargs)
             except openai.APITimeoutError:
                 self._count("timeouts")
                 hold = self.abandoned_hold_s
@@ -263,11 +264,9 @@ class OpenAIAnalyzer(Analyzer):
                 continue
             finally:
                 ep.limiter.release(hold)
-            choice = resp.choices[0] if resp.choices else None
-            text = choice.message.content if choice is not None else None
-            if not text or not text.strip():
+            if not isinstance(text, str) or not text.strip():
                 raise TransportError("empty response text")
-            if rf != "none" and getattr(choice, "finish_reason", None) != "length":  # a cut answer proves nothing
+            if rf != "none" and finish_reason != "length":  # a cut answer proves nothing
                 honoured = _is_json_object(text)
                 self._count("response_format_ignored", not honoured)
                 if ep.note_structured_answer(self.model, self.response_format, rf, honoured):
@@ -276,6 +275,25 @@ class OpenAIAnalyzer(Analyzer):
                                 ep.url, rf, self.model)
             return text
         raise TransportError(f"server kept rejecting optional fields after {_MAX_ADAPTATIONS} re-sends")
+
+    def _create(self, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        """(content, finish_reason) of one completion, read within timeout_s in all. The client's timeout
+        bounds each socket read only, so a server or proxy that keeps sending bytes (keep-alive blanks)
+        would otherwise hold the request, and the rollout waiting on its skills, for as long as it likes."""
+        import openai
+
+        deadline = time.monotonic() + self.timeout_s
+        body = bytearray()
+        with self._get_client().chat.completions.with_streaming_response.create(**kwargs) as raw:
+            for chunk in raw.iter_bytes():
+                body += chunk
+                if time.monotonic() > deadline:
+                    raise openai.APITimeoutError(request=raw.http_response.request)
+        try:
+            choice = (json.loads(bytes(body))["choices"] or [{}])[0]
+            return choice["message"]["content"], choice.get("finish_reason")
+        except (ValueError, RecursionError, LookupError, TypeError, AttributeError) as exc:
+            raise TransportError(f"malformed completion payload ({type(exc).__name__})") from None
 
     def _adapt(self, ep: Endpoint, exc: Exception, sent: tuple[str, ...], rf: str) -> bool:
         """Forget the optional field the server rejected; False when the error is about something else."""

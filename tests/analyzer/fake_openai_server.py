@@ -9,6 +9,8 @@ backoff) is exercised end to end. Each request consumes the next scripted mode (
   empty     200, empty content
   error500  500 with an OpenAI-style error body
   slow      waits `slow_s` seconds, then answers like `good` (to trip client timeouts)
+  trickle   answers like `good`, its body led by blanks sent one every 0.2 s for `slow_s` seconds (a
+            proxy's keep-alive: no single read waits long, the whole answer does)
   echo_auth 401 whose body echoes the Authorization header (to test key redaction)
   prose     200, like a small model: the JSON analysis only when the request asked for a
             response_format type the server honours, else 600 words of prose
@@ -40,7 +42,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-MODES = ("good", "fenced", "junk", "nested", "empty", "error500", "slow", "echo_auth", "prose")
+MODES = ("good", "fenced", "junk", "nested", "empty", "error500", "slow", "trickle", "echo_auth", "prose")
 TOKEN_FIELDS = ("max_tokens", "max_completion_tokens")
 PROSE = " ".join(["The agent looked around the room and then walked to the counter."] * 50)
 
@@ -157,13 +159,19 @@ class FakeOpenAIServer:
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
 
-            def _send(self, status: int, payload: dict) -> None:
+            def _send(self, status: int, payload: dict, trickle_s: float = 0.0) -> None:
+                blanks = int(trickle_s / 0.2)
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
+                    self.send_header("Content-Length", str(blanks + len(data)))
                     self.end_headers()
+                    for _ in range(blanks):  # JSON allows leading whitespace
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                        if server._stop.wait(0.2):
+                            return
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout); nothing to do
@@ -208,7 +216,7 @@ class FakeOpenAIServer:
                     if isinstance(msg, dict) and msg.get("role") == "user":
                         prompt = str(msg.get("content") or "")
                 structured = rf_type is not None and rf_type in (server.response_formats or ())
-                if mode in ("good", "slow") or (mode == "prose" and structured):
+                if mode in ("good", "slow", "trickle") or (mode == "prose" and structured):
                     content = server.content(prompt)
                 elif mode == "prose":
                     content = PROSE
@@ -236,7 +244,7 @@ class FakeOpenAIServer:
                                  "message": {"role": "assistant", "content": content}}],
                     "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(content.split()),
                               "total_tokens": len(prompt.split()) + len(content.split())},
-                })
+                }, trickle_s=server.slow_s if mode == "trickle" else 0.0)
 
         return Handler
 

@@ -96,6 +96,19 @@ def test_slow_response_times_out_without_hanging(fake_server, success_traj):
     assert not s.ok and s.attempts == 2 and "time" in s.error.lower()
 
 
+def test_trickled_answer_times_out_on_the_whole_request(fake_server, success_traj):
+    """timeout_s bounds the whole request: a body trickled a blank every 0.2 s never waits a single read
+    out, but its 3 s are over the 0.6 s budget; the same trickle within the budget is taken."""
+    fake_server.default, fake_server.slow_s = "trickle", 3.0
+    a = make(fake_server, timeout_s=0.6, max_retries=2)
+    t0 = time.monotonic()
+    s = a.analyze(success_traj)
+    assert time.monotonic() - t0 < 2.5
+    assert not s.ok and s.attempts == 2 and "time" in s.error.lower() and a.stats()["timeouts"] == 2
+    fake_server.slow_s = 0.6
+    assert make(fake_server, timeout_s=3.0).analyze(success_traj).ok
+
+
 def test_unreachable_server_is_an_error_not_an_exception(success_traj):
     a = OpenAIAnalyzer(base_url="http://127.0.0.1:9/v1", api_key=KEY, max_retries=2, retry_delay_s=0.01,
                        timeout_s=1.0)
