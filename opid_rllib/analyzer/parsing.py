@@ -48,13 +48,21 @@ def _json_objects(text: str) -> Iterator[dict]:
             yield obj
 
 
+# Characters _balanced_slices may scan in all (about 0.2 s of Python): a scan from every "{" is quadratic, and a
+# degenerate answer of 16,000 "{" took 12 s to parse, each parse attempt, without this cap.
+_SCAN_BUDGET = 2_000_000
+
+
 def _balanced_slices(text: str) -> Iterator[str]:
-    """Every brace-balanced `{...}` slice, quote-aware (for ast.literal_eval)."""
+    """Every brace-balanced `{...}` slice, quote-aware (for ast.literal_eval), within _SCAN_BUDGET."""
+    budget = _SCAN_BUDGET
     for start, ch in enumerate(text):
         if ch != "{":
             continue
         depth, quote, escaped = 0, "", False
-        for j in range(start, len(text)):
+        end = min(len(text), start + budget)
+        budget -= end - start
+        for j in range(start, end):
             c = text[j]
             if quote:
                 if escaped:
@@ -70,8 +78,11 @@ def _balanced_slices(text: str) -> Iterator[str]:
             elif c == "}":
                 depth -= 1
                 if depth == 0:
+                    budget += end - j - 1  # the unscanned rest goes back
                     yield text[start : j + 1]
                     break
+        if budget <= 0:
+            return
 
 
 def _literal_objects(text: str) -> Iterator[dict]:

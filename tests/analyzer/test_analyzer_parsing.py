@@ -91,3 +91,18 @@ def test_keys_case_insensitive_and_none_candidates():
     obj = {"Episode_Skill": "k", "STEP_SKILLS": {"12": "a"}}
     assert extract_analysis_object(json.dumps(obj))["episode_skill"] == "k"
     assert parse_analysis(json.dumps(obj), None, 5).step_skills == {12: "a"}
+
+
+def test_degenerate_answers_parse_fast_and_fail_cleanly():
+    """A reply of 16,000 "{" (quadratic to scan from every brace: 12 s a parse before the scan budget) or one
+    nested past Python's recursion limit is a ParseError within a second or two, and a dict literal after a
+    hundred stray braces is still found."""
+    import time
+
+    for text in ("{" * 16000, '{"episode_skill": ' * 1500):
+        t0 = time.perf_counter()
+        with pytest.raises(ParseError):
+            parse_analysis(text, CANDS, 5)
+        assert time.perf_counter() - t0 < 3.0
+    s = parse_analysis("{" * 100 + " Here: " + repr(GOOD), CANDS, 5)
+    assert s.episode_skill == "Take the mug first."
