@@ -41,6 +41,25 @@ def text_space() -> spaces.Text:
     return spaces.Text(max_length=MAX_TEXT_LEN, min_length=0, charset=TEXT_CHARSET)
 
 
+def setting(name: str, value: Any, kind: type) -> Any:
+    """`kind(value)`, or an error naming the env setting (JSON from --env-kwargs may hold strings)."""
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"env setting {name}={value!r}: must be {'an integer' if kind is int else 'a number'}") \
+            from None
+
+
+def known_settings(cls: type) -> list[str]:
+    """The keyword settings an env class takes, over its class chain."""
+    import inspect
+
+    names = {p.name for c in cls.__mro__ if "__init__" in vars(c) and issubclass(c, TextEnv)
+             for p in inspect.signature(vars(c)["__init__"]).parameters.values()
+             if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"}
+    return sorted(names)
+
+
 class TextEnv(gym.Env):
     """Base class: step counting, the max-step cap and info bookkeeping.
 
@@ -52,8 +71,11 @@ class TextEnv(gym.Env):
     default_max_steps: int = 30
 
     def __init__(self, split: str = "train", max_steps: int | None = None, **kwargs: Any):
+        if kwargs:  # a misspelt env_config key would otherwise be dropped without a word
+            raise ValueError(f"{self.env_name} env: unknown setting(s) {sorted(kwargs)} (env_config / --env-kwargs); "
+                             f"known: {known_settings(type(self))}")
         self.split = split
-        self.max_steps = int(max_steps if max_steps is not None else self.default_max_steps)
+        self.max_steps = setting("max_steps", max_steps if max_steps is not None else self.default_max_steps, int)
         if self.max_steps < 1:
             raise ValueError(f"max_steps={self.max_steps}: must be >= 1")
         self.observation_space = text_space()

@@ -45,6 +45,15 @@ from opid_rllib.settings import ANALYZERS, OPID_DEFAULTS, RLLIB_TRAINING_KEYS
 RESUME_STATE = "opid_resume"
 
 
+def _num(value) -> float:
+    """float(value), or NaN (which fails every range check) for a value of the wrong kind: the type check
+    names the field, where float("0.2x") or float(None) would raise past it."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
 class OPIDConfig(AlgorithmConfig):
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or OPID)
@@ -110,25 +119,29 @@ class OPIDConfig(AlgorithmConfig):
             ("analyzer", self.analyzer in ANALYZERS, f"one of {ANALYZERS}"),
             ("group_size", isinstance(self.group_size, int) and self.group_size >= 1, "an int >= 1 (8 in the paper)"),
             ("tasks_per_iter", isinstance(self.tasks_per_iter, int) and self.tasks_per_iter >= 1, "an int >= 1"),
-            ("train_task_fraction", 0 < float(self.train_task_fraction) <= 1, "in (0, 1]"),
-            ("episode_skill_adv_weight", float(self.episode_skill_adv_weight) >= 0, ">= 0"),
-            ("step_skill_adv_weight", float(self.step_skill_adv_weight) >= 0, ">= 0"),
-            ("teacher_sample_adv_weight", float(self.teacher_sample_adv_weight) >= 0, ">= 0 (0 = off)"),
+            ("train_task_fraction", 0 < _num(self.train_task_fraction) <= 1, "in (0, 1]"),
+            ("episode_skill_adv_weight", _num(self.episode_skill_adv_weight) >= 0, ">= 0"),
+            ("step_skill_adv_weight", _num(self.step_skill_adv_weight) >= 0, ">= 0"),
+            ("teacher_sample_adv_weight", _num(self.teacher_sample_adv_weight) >= 0, ">= 0 (0 = off)"),
             ("teacher_sample_rows", self.teacher_sample_rows in TEACHER_SAMPLE_ROWS, f"one of {TEACHER_SAMPLE_ROWS}"),
-            ("teacher_sample_sft_coeff", float(self.teacher_sample_sft_coeff) >= 0, ">= 0 (0 = off)"),
-            ("teacher_anchor_coeff", float(self.teacher_anchor_coeff) >= 0, ">= 0 (0 = off)"),
-            ("max_step_skills_per_traj", int(self.max_step_skills_per_traj) >= 0, ">= 0"),
-            ("clip_ratio_low", 0 < float(self.clip_ratio_low) < 1, "in (0, 1)"),
-            ("clip_ratio_high", float(self.clip_ratio_high) > 0, "> 0"),
-            ("dual_clip_c", self.dual_clip_c is None or float(self.dual_clip_c) > 1, "> 1 or None"),
-            ("max_new_tokens", int(self.max_new_tokens) >= 1, ">= 1"),
-            ("max_prompt_len", int(self.max_prompt_len) >= 16, ">= 16"),
-            ("micro_batch_size", int(self.micro_batch_size) >= 1, ">= 1"),
+            ("teacher_sample_sft_coeff", _num(self.teacher_sample_sft_coeff) >= 0, ">= 0 (0 = off)"),
+            ("teacher_anchor_coeff", _num(self.teacher_anchor_coeff) >= 0, ">= 0 (0 = off)"),
+            ("max_step_skills_per_traj", _num(self.max_step_skills_per_traj) >= 0, ">= 0"),
+            ("clip_ratio_low", 0 < _num(self.clip_ratio_low) < 1, "in (0, 1)"),
+            ("clip_ratio_high", _num(self.clip_ratio_high) > 0, "> 0"),
+            ("dual_clip_c", self.dual_clip_c is None or _num(self.dual_clip_c) > 1, "> 1 or None"),
+            ("max_new_tokens", _num(self.max_new_tokens) >= 1, ">= 1"),
+            ("max_prompt_len", _num(self.max_prompt_len) >= 16, ">= 16"),
+            ("micro_batch_size", _num(self.micro_batch_size) >= 1, ">= 1"),
             ("generation_backend", self.generation_backend in BACKENDS, f"one of {BACKENDS}"),
-            ("minibatch_size", self.minibatch_size is None or int(self.minibatch_size) >= 1,
+            ("minibatch_size", self.minibatch_size is None or _num(self.minibatch_size) >= 1,
              "None (one optimizer step on the whole batch) or >= 1 step-samples per optimizer step"),
         ]
-        errors += [f"{name}={getattr(self, name)!r}: must be {want}" for name, ok, want in checks if not ok]
+        checks.append(("lr", not isinstance(self.lr, (int, float)) or 0 < _num(self.lr) < float("inf"),
+                       "> 0 (or an RLlib schedule)"))
+        mistyped = {e.split("=")[0] for e in errors}  # said once, by the type check
+        errors += [f"{name}={getattr(self, name)!r}: must be {want}" for name, ok, want in checks
+                   if not ok and name not in mistyped]
         errors += self._teacher_sample_errors()
         from opid_rllib.models.lora import lora_errors
 

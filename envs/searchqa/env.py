@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from envs.base import TextEnv
+from envs.base import TextEnv, setting
 
 from .client import LocalRetriever, RetrieverClient, format_information
 from .corpus import Question, build_world
@@ -43,7 +43,7 @@ class SearchQAEnv(TextEnv):
                  retriever: Any = "http", retriever_url: str | None = None, data_file: str | None = None,
                  corpus_file: str | None = None, timeout: float = 30.0, **kwargs: Any):
         super().__init__(split=split, max_steps=max_steps, **kwargs)
-        self.topk = int(topk)
+        self.topk = setting("topk", topk, int)
         if self.topk < 1:
             raise ValueError(f"topk={topk}: must be >= 1")
         if data_file:
@@ -63,7 +63,7 @@ class SearchQAEnv(TextEnv):
         if isinstance(retriever, str) and retriever not in ("http", "local"):
             raise ValueError(f"retriever={retriever!r}: choose 'http', 'local' or pass a client object")
         self._retriever_spec, self._retriever_url = retriever, retriever_url
-        self._corpus_file, self._timeout = corpus_file, float(timeout)
+        self._corpus_file, self._timeout = corpus_file, setting("timeout", timeout, float)
         self._retriever = None if isinstance(retriever, str) else retriever
         self._q: Question | None = None
         self._retrieved: list[str] = []

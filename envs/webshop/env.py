@@ -15,7 +15,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Sequence
 
-from envs.base import TextEnv
+from envs.base import TextEnv, setting
 from envs.webshop.catalog import Goal, Product, World, build_world
 from envs.webshop.client import WebShopClient
 from envs.webshop.pages import (BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE, SEP, PageState,
@@ -85,8 +85,19 @@ class WebShopEnv(TextEnv):
     def __init__(self, split: str = "train", max_steps: int | None = None, seed: int = 0,
                  server_url: str | None = None, server_timeout: float = 10.0,
                  server_task_range: tuple[int, int] | None = None, expert: bool = True, **kwargs: Any):
-        super().__init__(split=split, max_steps=max_steps)
+        super().__init__(split=split, max_steps=max_steps, **kwargs)
+        if isinstance(expert, str) and expert in ("handcoded", "none"):  # ALFWorld's names for the two
+            expert = expert == "handcoded"
+        if not isinstance(expert, bool):
+            raise ValueError(f"expert={expert!r}: choose True/False (or 'handcoded'/'none'); WebShop has one expert")
         self.expert = expert
+        seed = setting("seed", seed, int)
+        server_timeout = setting("server_timeout", server_timeout, float)
+        if server_task_range is not None:
+            if not (isinstance(server_task_range, (list, tuple)) and len(server_task_range) == 2):
+                raise ValueError(f"server_task_range={server_task_range!r}: give (start, stop)")
+            server_task_range = (setting("server_task_range[0]", server_task_range[0], int),
+                                 setting("server_task_range[1]", server_task_range[1], int))
         self._client: WebShopClient | None = None
         self._world: World | None = None
         if server_url:

@@ -112,6 +112,10 @@ def _run(args) -> int:
     except ValueError as e:
         print(f"opid-eval: error: {e}", file=sys.stderr)
         return 2
+    if args.output and os.path.exists(args.output) and not os.path.isdir(args.output):
+        print(f"opid-eval: error: --output {args.output}: is a file; give a folder (it holds results.json and the "
+              "played chunks)", file=sys.stderr)
+        return 2
     if args.resume and not args.output:
         print("opid-eval: error: --resume goes on with the play in --output DIR: give the --output of the play "
               "that was cut short", file=sys.stderr)

@@ -132,6 +132,9 @@ def _check(args) -> dict:
         env_kwargs = json_object_arg("--env-kwargs", args.env_kwargs)
     except ValueError as e:
         raise CliError(str(e)) from None
+    own = sorted(set(env_kwargs) & {"split", "max_steps"})
+    if own:  # they have their own flags, which the demos' records and messages name
+        raise CliError(f"--env-kwargs: {own[0]!r} has its own flag; use --{own[0].replace('_', '-')}")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CliError(f"--out {out} exists and is not a directory")

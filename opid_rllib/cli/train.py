@@ -123,6 +123,29 @@ def check_args(args) -> str | None:
                 "experiment resumes with ray.tune.Tuner.restore)")
     if resume and not os.path.isdir(resume):
         return f"--resume {resume}: no such checkpoint folder"
+    output = getattr(args, "output", None)
+    if output and os.path.exists(output) and not os.path.isdir(output):
+        return f"--output {output}: is a file; give a folder (it holds the run's results and checkpoints)"
+    return None
+
+
+def env_config_error(cfg) -> str | None:
+    """Build the env once from env_config (--split, --env-kwargs, --max-steps, an example's settings): a bad
+    setting fails here in one line, not as a traceback from the algorithm's setup with Ray started."""
+    import envs
+
+    config = dict(cfg.env_config or {})
+    if not isinstance(cfg.env, str) or any(isinstance(v, dict) and "grid_search" in v for v in config.values()):
+        return None  # an env class or a searched setting: built per trial
+    try:
+        env = envs.make(cfg.env, **config)
+    except Exception as e:  # noqa: BLE001 - reported as one line naming the flags
+        return (f"--split/--env-kwargs: building env {cfg.env!r} with {config} failed: "
+                f"{' '.join(str(e).split())[:400]}")
+    try:
+        env.close()
+    except Exception:  # noqa: BLE001
+        pass
     return None
 
 
@@ -133,6 +156,9 @@ def check_config(cfg) -> str | None:
 
     if isinstance(cfg.env, str) and cfg.env not in envs.ENVS and cfg.env not in registry:
         return f"--env {cfg.env!r}: unknown env; use one of {sorted(envs.ENVS)} or a registered gymnasium id"
+    err = env_config_error(cfg)
+    if err:
+        return err
     if isinstance(cfg.llm_model, str):
         from opid_rllib.eval.panel import EvalError, resolve_model_path
 

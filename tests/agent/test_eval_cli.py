@@ -111,6 +111,8 @@ def test_fixed_seed_is_deterministic(runs):
     (["--env", "webshop", "--panel", PANEL, "--model", "tiny"], "--env", "--env searchqa"),
     (["--panel", PANEL, "--model", "tiny", "--episodes", "0"], "--episodes", ">= 1"),
     (["--panel", PANEL, "--model", "/nonexistent/model/dir"], "--model", "tiny"),
+    (["--panel", PANEL, "--model", "tiny", "--output", __file__], "--output", "is a file; give a folder"),
+    (["--panel", PANEL, "--model", "tiny", "--env-kwargs", '{"top_k": 2}'], "--env", "unknown setting(s) ['top_k']"),
 ])
 def test_clear_errors(argv, flag, hint):
     rc, stdout, stderr = _run(argv)

@@ -58,6 +58,10 @@ def test_cli_rejects_bad_input(tmp_path, capsys):
     assert main(["--env", "searchqa", "--out", str(out)]) == 2
     assert "--overwrite" in capsys.readouterr().err
     assert main(["--env", "searchqa", "--out", str(tmp_path / "m2"), "--env-kwargs", "[1]"]) == 2
+    for key, value in (("split", "train"), ("max_steps", 3)):  # they would override the flags, unnamed
+        kwargs = f'{{"{key}": "{value}"}}'
+        assert main(["--env", "searchqa", "--out", str(tmp_path / "m2"), "--env-kwargs", kwargs]) == 2
+        assert f"--env-kwargs: '{key}' has its own flag" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--env", "searchqa"])  # --out is required (argparse exits 2)
 

@@ -89,6 +89,20 @@ def test_openai_analyzer_values_are_checked_before_ray_starts(monkeypatch):
     OPIDConfig().analyzer_settings(analyzer="openai", analyzer_config={"temperature": "0.7", "timeout_s": 5}).validate()
 
 
+def test_values_of_the_wrong_kind_are_named_not_raised():
+    """A range check on a value of the wrong kind used to raise float()'s own error past the type check."""
+    for field, value, said in (("train_task_fraction", None, "train_task_fraction=None: expected float"),
+                               ("clip_ratio_low", "0.2x", "clip_ratio_low='0.2x': expected float"),
+                               ("max_new_tokens", "x", "max_new_tokens='x': expected int"),
+                               ("lr", -0.001, "lr=-0.001: must be > 0"), ("lr", 0.0, "lr=0.0: must be > 0")):
+        c = OPIDConfig()
+        setattr(c, field, value)
+        with pytest.raises(ValueError, match="Invalid OPIDConfig") as info:
+            c.validate()
+        assert said in str(info.value) and str(info.value).count(f"{field}=") == 1, str(info.value)
+    OPIDConfig().training(lr=[[0, 1e-5], [100, 1e-6]]).validate()   # an RLlib schedule is not a number
+
+
 def test_reference_recipes_take_the_reference_ppo_minibatch():
     """ppo_mini_batch_size (ALFWorld 256, WebShop 64, Search 512 step-samples over all GPUs) as RLlib's
     per-learner minibatch_size: several optimizer steps per iteration, as the reference takes."""

@@ -55,6 +55,12 @@ def _run(fn, *a) -> tuple[int, str, str]:
     (["--resume", "."], "--resume: goes on with a --no-tune run from one of its checkpoints; add --no-tune"),
     (["--no-tune", "--resume", "/no/such/checkpoint"], "--resume /no/such/checkpoint: no such checkpoint folder"),
     (["--no-tune", "--num-samples", "2"], "--num-samples 2: the repeats are Tune trials; drop --no-tune"),
+    # env_config is built once before Ray: a bad split, a misspelt key or a value of the wrong kind
+    (["--split", "tset"], "--split/--env-kwargs: building env 'alfworld'"),
+    (["--split", "tset"], "split='tset': choose one of"),
+    (["--env-kwargs", '{"expret": "sweep"}'], "unknown setting(s) ['expret']"),
+    (["--env", "searchqa", "--env-kwargs", '{"topk": "x"}'], "env setting topk='x': must be an integer"),
+    (["--lr", "-0.001"], "lr=-0.001: must be > 0"),
 ])
 def test_bad_input_is_one_line_before_ray(tmp_path, argv, says):
     out_dir = tmp_path / "run"
@@ -63,6 +69,15 @@ def test_bad_input_is_one_line_before_ray(tmp_path, argv, says):
     assert stderr.splitlines() == [stderr.strip()] and stderr.startswith("opid-train: error: ")
     assert says in stderr
     assert not ray.is_initialized() and not out_dir.exists()  # no Ray session, no folder left behind
+
+
+def test_output_that_is_a_file_is_one_line(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    rc, _, stderr = _run(main, ["--output", str(afile)])
+    assert rc == 2 and stderr.strip() == f"opid-train: error: --output {afile}: is a file; give a folder (it holds " \
+        "the run's results and checkpoints)"
+    assert not ray.is_initialized()
 
 
 def test_prepared_config_with_unknown_env_fails_before_ray(tmp_path):
