@@ -39,7 +39,7 @@ def ppo_token_loss(
     anchor = anchor_rows[:, None].to(logp.dtype) if on else None
     diag = mask if anchor is None else mask * (1.0 - anchor)  # the student's tokens
     # r = pi_theta / pi_old, per token.
-    log_ratio = logp - old_logp
+    log_ratio = torch.where(mask > 0, logp - old_logp, 0.0)  # padding: ratio 1, whatever its log-probs hold
     ratio = torch.exp(log_ratio)
     # Clipped surrogate: max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)).
     pg1 = -adv * ratio
@@ -86,7 +86,8 @@ def ppo_token_loss(
         loss = loss * (1.0 - anchor) + anchor_coeff * kl_anchor * anchor
         stats["teacher_anchor_kl"] = (kl_anchor.detach() * mask * anchor).sum()
         stats["teacher_anchor_tokens"] = (mask * anchor).sum()
-    return (loss * mask).sum(), {k: v.detach() for k, v in stats.items()}
+    # where, not "* mask": a non-finite value on a padding token must not turn the sum into NaN.
+    return torch.where(mask > 0, loss, 0.0).sum(), {k: v.detach() for k, v in stats.items()}
 
 
 def _k3(ref_logp: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:

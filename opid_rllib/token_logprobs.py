@@ -59,10 +59,14 @@ def response_logprobs(model, prompt_ids: torch.Tensor, prompt_len: torch.Tensor,
                 logits_to_keep=r_max + 1)
     logits = out.logits[:, :r_max, :].float() / float(temperature)
     logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, resp.unsqueeze(-1)).squeeze(-1) * r_mask
+    # torch.where, not "* r_mask": a vocabulary entry whose logit is -inf (masked, unused, an fp16 overflow) has
+    # log-prob -inf, and -inf * 0 (padding) or p * log p = 0 * -inf would be NaN.
+    keep = r_mask > 0
+    logp = torch.where(keep, logp_all.gather(-1, resp.unsqueeze(-1)).squeeze(-1), 0.0)
     ent = None
     if with_entropy:
-        ent = -(logp_all.exp() * logp_all).sum(-1) * r_mask
+        p = logp_all.exp()
+        ent = torch.where(keep, -(p * torch.where(p > 0, logp_all, 0.0)).sum(-1), 0.0)
     if r_max < r_w:  # pad back to the batch's response width
         pad = torch.zeros(b, r_w - r_max, device=logp.device, dtype=logp.dtype)
         logp = torch.cat([logp, pad], dim=1)

@@ -43,12 +43,27 @@ class CombineAdvantages(ConnectorV2):
         width = arrays["response_ids"].shape[1]
         mask = (np.arange(width)[None, :] < arrays["response_len"][:, None]).astype(np.float32)
         logp_old = _pad_rows(t.logp_old, width, 0.0)
-        q = {"ep": t.use_episode, "step": t.use_step}
+        # A non-finite log-prob on a response token (a re-score that overflowed) would turn the row's ratio, and
+        # with a z-scored teacher term every advantage of the batch, into NaN: drop what it touches, count it.
+        finite = lambda v: np.isfinite(np.where(mask > 0, v, 0.0)).all(1)  # noqa: E731
+        old_ok = finite(logp_old)
+        mask = mask * old_ok[:, None]  # no old log-prob, no PPO ratio: the row leaves the loss
+        logp_old = np.where(mask > 0, logp_old, 0.0)
+        log(metrics, "nonfinite/old_logp_rows", int((~old_ok).sum()))
+        logp = {k: _pad_rows(getattr(t, f"logp_{k}"), width, np.nan) for k in ("ep", "step")}
+        q = {}
+        for k, use in (("ep", t.use_episode), ("step", t.use_step)):
+            use = np.asarray(use, bool) & old_ok
+            bad = use & ~finite(logp[k])
+            q[k] = use & ~bad  # the row falls back to the plain GRPO signal
+            log(metrics, f"nonfinite/teacher_rows_{k}", int(bad.sum()))
         # Rows without a teacher prompt hold NaN: teacher_delta must turn them into exact zeros.
-        deltas = {k: teacher_delta(_pad_rows(getattr(t, f"logp_{k}"), width, np.nan), logp_old, mask, q[k])
-                  for k in ("ep", "step")}
+        deltas = {k: teacher_delta(logp[k], logp_old, mask, q[k]) for k in ("ep", "step")}
         # Delta_T on teacher-sampled rows, 0 on the student's own rows (TeacherSamples).
         delta_sample = _pad_rows(t.sample_delta, width, 0.0)  # combine_advantages masks padding
+        sample_ok = finite(delta_sample)
+        delta_sample[~sample_ok] = 0.0
+        log(metrics, "nonfinite/sample_delta_rows", int((~sample_ok).sum()))
         # The teacher anchor's rows (x + skill, y_T) carry no advantage, and the statistics leave them out.
         anchor = t.anchor
         adv, stats = combine_advantages(

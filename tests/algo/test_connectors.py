@@ -343,3 +343,35 @@ def test_env_rejected_commands_are_invalid_only_when_asked():
     assert step_validity(takes, "repeat").tolist() == [True, False, True, False]
     with pytest.raises(ValueError, match="invalid_action_source='both'"):
         tiny_config(invalid_action_source="both").validate()
+
+
+def test_nonfinite_rescores_fall_back_and_are_counted(setup):
+    """A NaN teacher log-prob on a routed row used to make that row's advantage NaN (and, z-scored, every row's);
+    an -inf old log-prob made its PPO ratio inf. The teacher row falls back to the plain GRPO signal, the row
+    without an old log-prob leaves the loss, and both are counted."""
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    cfg, episodes, module = setup
+    cfg = copy.deepcopy(cfg)
+    cfg.normalize_teacher_adv = True
+    pieces = opid_learner_connectors(cfg)
+    shared, batch = {}, {}
+    for piece in pieces[:-1]:
+        batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=None)
+    t = shared[SAMPLES]
+    ep_row, old_row = np.flatnonzero(t.use_episode)[:2]
+    t.logp_ep[ep_row] = np.array(t.logp_ep[ep_row], copy=True)
+    t.logp_ep[ep_row][0] = np.nan
+    t.logp_old[old_row] = np.array(t.logp_old[old_row], copy=True)
+    t.logp_old[old_row][-1] = -np.inf
+    metrics = MetricsLogger()
+    out = pieces[-1](rl_module=module, batch=batch, episodes=episodes, shared_data=shared,
+                     metrics=metrics)["default_policy"]
+    assert np.isfinite(out["advantages"].numpy()).all() and np.isfinite(out["old_logp"].numpy()).all()
+    assert not out["teacher_delta"][ep_row].any() and not out["teacher_delta"][old_row].any()
+    assert not out["response_mask"][old_row].any() and out["response_mask"][ep_row].any()
+    assert metrics.peek(("opid", "nonfinite", "teacher_rows_ep")) == 1
+    assert metrics.peek(("opid", "nonfinite", "old_logp_rows")) == 1
+    assert metrics.peek(("opid", "nonfinite", "teacher_rows_step")) == 0
+    others = np.setdiff1d(np.flatnonzero(t.use_episode), [ep_row, old_row])
+    assert out["teacher_delta"][others].abs().sum() > 0   # the rest keep their teacher term

@@ -131,3 +131,31 @@ def test_teacher_anchor_rows_get_only_their_kl_to_the_reference():
                                                    for r, lp, m in zip(REF, LOGP, MASK)])
     with pytest.raises(ValueError, match="anchor_coeff > 0 needs ref_logp"):
         ppo_token_loss(logp, two(OLD), two(ADV), two(MASK), anchor_rows=torch.tensor([0.0, 1.0]), anchor_coeff=0.5)
+
+
+def test_nonfinite_values_on_padding_do_not_reach_the_loss():
+    """The mask is applied with where, not a product: -inf * 0 would be NaN."""
+    old = t([OLD[0], OLD[1], OLD[2], OLD[3], float("-inf")])   # padding token's old log-prob is -inf
+    logp = t(LOGP).requires_grad_()
+    loss, _ = ppo_token_loss(logp, old, t(ADV), t(MASK), dual_clip_c=None, kl_coeff=0.0, entropy_coeff=0.0)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logp.grad).all() and logp.grad[0, 4] == 0
+
+
+def test_entropy_and_logprobs_stay_finite_with_a_minus_inf_logit():
+    """A vocabulary entry whose logit is -inf (masked, unused, an fp16 overflow) made every token's entropy
+    0 * -inf = NaN, and a padding position that gathers it -inf * 0 = NaN. Real tiny model, its lm head's output
+    for one token id set to -inf by a forward hook."""
+    from opid_rllib.models import load_model, resolve_model
+    from opid_rllib.token_logprobs import response_logprobs
+
+    model = load_model(resolve_model("tiny"))
+    banned = 7
+    model.lm_head.register_forward_hook(lambda mod, inp, out: out.index_fill(-1, torch.tensor([banned]),
+                                                                            float("-inf")))
+    prompts = torch.tensor([[5, 6, 9], [0, 5, 6]])
+    responses = torch.tensor([[11, 12, 13], [11, banned, banned]])   # row 1: one token, then padding = banned id
+    logp, ent = response_logprobs(model, prompts, torch.tensor([3, 2]), responses, torch.tensor([3, 1]),
+                                  with_entropy=True)
+    assert torch.isfinite(logp).all() and torch.isfinite(ent).all()
+    assert (logp[1, 1:] == 0).all() and (ent[1, 1:] == 0).all() and (ent[:, 0] > 0).all()
