@@ -32,6 +32,21 @@ def minibatch_count(n: int, minibatch_size: int | None) -> int:
     return max(1, -(-int(n) // int(minibatch_size)))
 
 
+def minibatch_rows(n: int, k: int, anchor: torch.Tensor | None = None, device=None) -> list[torch.Tensor]:
+    """Row indices of the k minibatches, split over the student's rows; each teacher-anchor row (x + skill, y_T),
+    which follows its teacher row, goes with the rows before it, so no minibatch holds anchor rows alone."""
+    rows = torch.arange(n, device=device)
+    if anchor is None or not bool(anchor.any()):
+        return list(torch.tensor_split(rows, k))
+    chunks = torch.tensor_split(torch.nonzero(anchor == 0).squeeze(1).to(rows.device), k)
+    starts = [int(c[0]) for c in chunks if len(c)]
+    if not starts:  # anchor rows only
+        return [rows] + [rows[:0]] * (k - 1)
+    bounds = dict(zip(starts, [0] + starts[1:]))  # each non-empty chunk runs from its start to the next one's
+    ends = dict(zip(starts, starts[1:] + [n]))
+    return [rows[bounds[int(c[0])]: ends[int(c[0])]] if len(c) else rows[:0] for c in chunks]
+
+
 def student_tokens(batch) -> torch.Tensor:
     """The token-mean's denominator: response tokens of every row but the teacher anchor's (x + skill, y_T), so
     turning the anchor on leaves the step size of every other term as it was."""
@@ -118,7 +133,7 @@ class OPIDTorchLearner(TorchLearner):
             k = int(t.item())
         totals: dict[str, torch.Tensor] = {}
         loss_total = torch.zeros((), device=self._device)
-        for rows in torch.tensor_split(torch.arange(n, device=self._device), k):  # sequential, as verl
+        for rows in minibatch_rows(n, k, anchor, self._device):  # sequential, as verl
             loss_sum, stats = self._minibatch_step(module, {key: v[rows] for key, v in data.items()}, distributed)
             loss_total = loss_total + loss_sum
             for key, v in stats.items():

@@ -93,3 +93,20 @@ def test_teacher_anchor_rows_are_left_out_of_the_token_count():
     c = _learner(teacher_anchor_coeff=1.0, minibatch_size=3, **kw)  # 3 student rows: one step, as without the anchor
     c._uncompiled_update({"default_policy": with_anchor})
     assert c.metrics.peek(("default_policy", "num_optimizer_steps")) == 1
+
+
+def test_minibatches_split_the_student_rows_and_keep_each_anchor_with_its_teacher_row():
+    """k counts the student's rows; splitting all rows into k made minibatches of anchor rows alone (their KL then
+    summed over a student-token count clamped to 1, and that optimizer step trained nothing but the anchor)."""
+    from opid_rllib.learner import minibatch_rows
+
+    anchor = torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0])   # TeacherSamples: each anchor after its teacher row
+    for k in range(1, 8):
+        parts = minibatch_rows(7, k, anchor)
+        assert len(parts) == k and torch.equal(torch.cat(parts), torch.arange(7))
+        for p in parts:
+            assert len(p) == 0 or (anchor[p] == 0).any()            # never anchor rows alone
+            if len(p) and anchor[p[0]] == 1:
+                raise AssertionError(f"k={k}: anchor row {int(p[0])} split from its teacher row")
+    assert [p.tolist() for p in minibatch_rows(7, 3, anchor)] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert [p.tolist() for p in minibatch_rows(4, 2)] == [[0, 1], [2, 3]]   # no anchor: as before
