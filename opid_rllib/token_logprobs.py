@@ -66,7 +66,9 @@ def response_logprobs(model, prompt_ids: torch.Tensor, prompt_len: torch.Tensor,
     ent = None
     if with_entropy:
         p = logp_all.exp()
-        ent = torch.where(keep, -(p * torch.where(p > 0, logp_all, 0.0)).sum(-1), 0.0)
+        # p * log p saves 8 B per logit for backward; the NaN-safe form saves 13, so it runs only when needed.
+        plogp = p * (torch.where(p > 0, logp_all, 0.0) if bool(torch.isinf(logp_all).any()) else logp_all)
+        ent = torch.where(keep, -plogp.sum(-1), 0.0)
     if r_max < r_w:  # pad back to the batch's response width
         pad = torch.zeros(b, r_w - r_max, device=logp.device, dtype=logp.dtype)
         logp = torch.cat([logp, pad], dim=1)
