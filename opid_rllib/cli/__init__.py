@@ -16,6 +16,16 @@ def json_object_arg(flag: str, text: str) -> dict:
     return value
 
 
+def env_kwargs_arg(text: str | None) -> dict:
+    """--env-kwargs as a dict ({} when not given); ValueError for a key that has its own flag (split, max_steps),
+    which the command's records and messages name and --env-kwargs would override unseen."""
+    env_kwargs = {} if text is None else json_object_arg("--env-kwargs", text)
+    own = sorted(set(env_kwargs) & {"split", "max_steps"})
+    if own:
+        raise ValueError(f"--env-kwargs: {own[0]!r} has its own flag; use --{own[0].replace('_', '-')}")
+    return env_kwargs
+
+
 def key_value_args(flag: str, items) -> dict:
     """Repeated KEY=VALUE flags (e.g. --analyzer-option) as a dict; VALUE as JSON when it parses (3, 0.5, true),
     else as text. ValueError naming the flag for an item without '=' or key."""

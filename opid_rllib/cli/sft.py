@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from opid_rllib.cli import json_object_arg, warn_slow_dtype
+from opid_rllib.cli import env_kwargs_arg, warn_slow_dtype
 from opid_rllib.settings import SFT_DTYPE_NAMES
 from opid_rllib.sft.checkpoint import CHECKPOINT_DIR
 
@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--policy-temperature", type=float, default=0.4, help="sampling temperature of those games")
     ap.add_argument("--policy-max-new-tokens", type=int, default=48, help="response cap of those games")
     ap.add_argument("--enable-thinking", action="store_true", help="chat template with thinking on (match the RL run)")
-    ap.add_argument("--env-kwargs", default="{}", help="JSON dict passed to envs.make (e.g. '{\"seed\": 0}')")
+    ap.add_argument("--env-kwargs", default="{}",
+                    help="JSON dict passed to envs.make (e.g. '{\"expert\": \"sweep\"}' for ALFWorld)")
     ap.add_argument("--time-budget-s", type=float, default=None, help="stop training after this many seconds")
     ap.add_argument("--log-every", type=int, default=0, help="also print the loss every N optimizer steps")
     ap.add_argument("--seed", type=int, default=0)
@@ -129,12 +130,9 @@ def _check(args) -> dict:
                        "labelled by the env's expert; use one of the two (ALFWorld: --env-kwargs "
                        "'{\"expert\": \"sweep\"}' labels them with the sweep's commands)")
     try:
-        env_kwargs = json_object_arg("--env-kwargs", args.env_kwargs)
+        env_kwargs = env_kwargs_arg(args.env_kwargs)
     except ValueError as e:
         raise CliError(str(e)) from None
-    own = sorted(set(env_kwargs) & {"split", "max_steps"})
-    if own:  # they have their own flags, which the demos' records and messages name
-        raise CliError(f"--env-kwargs: {own[0]!r} has its own flag; use --{own[0].replace('_', '-')}")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CliError(f"--out {out} exists and is not a directory")

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from opid_rllib.cli import json_object_arg, key_value_args, warn_slow_dtype
+from opid_rllib.cli import env_kwargs_arg, json_object_arg, key_value_args, warn_slow_dtype
 from opid_rllib.cli.run_log import jsonable_result, open_run_logs, write_tensorboard
 from opid_rllib.cli.train_parser import build_parser
 from opid_rllib.presets import CPU_TINY, apply_preset, model_default
@@ -107,10 +107,7 @@ def check_args(args) -> str | None:
             return f"--{name.replace('_', '-')} {v}: must be >= 1"
     try:
         analyzer_options(args)
-        if getattr(args, "env_kwargs", None) is not None:
-            own = sorted(set(json_object_arg("--env-kwargs", args.env_kwargs)) & {"split", "max_steps"})
-            if own:
-                return f"--env-kwargs: {own[0]!r} has its own flag; use --{own[0].replace('_', '-')}"
+        env_kwargs_arg(getattr(args, "env_kwargs", None))
     except ValueError as e:
         return str(e)
     for name in ("history_length", "checkpoint_freq", "num_cpus", "num_env_runners", "num_learners"):
