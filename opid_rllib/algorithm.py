@@ -31,27 +31,13 @@ from ray.rllib.utils.metrics import (
 )
 
 from opid_rllib import process_rng
-from opid_rllib.advantages import OUTCOME_MODES
-from opid_rllib.analyzer.base import ANALYZER_CHOICES
-from opid_rllib.connectors.teacher_samples import TEACHER_SAMPLE_ROWS
-from opid_rllib.generation.base import BACKENDS
-from opid_rllib.groups import (INVALID_ACTION_SOURCES, attach_outcome_advantages, shard_by_group,
-                               shuffle_skills_across_tasks)
-from opid_rllib.routing import ROUTING_MODES
-from opid_rllib.settings import ANALYZERS, OPID_DEFAULTS, RLLIB_TRAINING_KEYS
+from opid_rllib.groups import attach_outcome_advantages, shard_by_group, shuffle_skills_across_tasks
+# ANALYZERS is re-exported: opid_rllib/cli/train_parser.py imports it from here.
+from opid_rllib.settings import ANALYZERS, OPID_DEFAULTS, RLLIB_TRAINING_KEYS  # noqa: F401
 
 # The algorithm state's entry for what RLlib's checkpoint leaves out: every process's random generators and the
 # env runners' skill caches (OPID._resume_state).
 RESUME_STATE = "opid_resume"
-
-
-def _num(value) -> float:
-    """float(value), or NaN (which fails every range check) for a value of the wrong kind: the type check
-    names the field, where float("0.2x") or float(None) would raise past it."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
 
 
 class OPIDConfig(AlgorithmConfig):
@@ -102,90 +88,11 @@ class OPIDConfig(AlgorithmConfig):
     # ---- validation ---------------------------------------------------------------------
     def validate(self) -> None:
         super().validate()
-        errors = []
-        for k, (default, typ) in OPID_DEFAULTS.items():
-            v = getattr(self, k)
-            if v is None and default is None:
-                continue
-            if typ is float and isinstance(v, int) and not isinstance(v, bool):
-                continue
-            if not isinstance(v, typ):
-                errors.append(f"{k}={v!r}: expected {typ.__name__}")
-        checks = [
-            ("outcome_adv_norm", self.outcome_adv_norm in OUTCOME_MODES, f"one of {OUTCOME_MODES}"),
-            ("invalid_action_source", self.invalid_action_source in INVALID_ACTION_SOURCES,
-             f"one of {INVALID_ACTION_SOURCES}"),
-            ("skill_routing", self.skill_routing in ROUTING_MODES, f"one of {ROUTING_MODES}"),
-            ("analyzer", self.analyzer in ANALYZERS, f"one of {ANALYZERS}"),
-            ("group_size", isinstance(self.group_size, int) and self.group_size >= 1, "an int >= 1 (8 in the paper)"),
-            ("tasks_per_iter", isinstance(self.tasks_per_iter, int) and self.tasks_per_iter >= 1, "an int >= 1"),
-            ("train_task_fraction", 0 < _num(self.train_task_fraction) <= 1, "in (0, 1]"),
-            ("episode_skill_adv_weight", _num(self.episode_skill_adv_weight) >= 0, ">= 0"),
-            ("step_skill_adv_weight", _num(self.step_skill_adv_weight) >= 0, ">= 0"),
-            ("teacher_sample_adv_weight", _num(self.teacher_sample_adv_weight) >= 0, ">= 0 (0 = off)"),
-            ("teacher_sample_rows", self.teacher_sample_rows in TEACHER_SAMPLE_ROWS, f"one of {TEACHER_SAMPLE_ROWS}"),
-            ("teacher_sample_sft_coeff", _num(self.teacher_sample_sft_coeff) >= 0, ">= 0 (0 = off)"),
-            ("teacher_anchor_coeff", _num(self.teacher_anchor_coeff) >= 0, ">= 0 (0 = off)"),
-            ("max_step_skills_per_traj", _num(self.max_step_skills_per_traj) >= 0, ">= 0"),
-            ("clip_ratio_low", 0 < _num(self.clip_ratio_low) < 1, "in (0, 1)"),
-            ("clip_ratio_high", _num(self.clip_ratio_high) > 0, "> 0"),
-            ("dual_clip_c", self.dual_clip_c is None or _num(self.dual_clip_c) > 1, "> 1 or None"),
-            ("max_new_tokens", _num(self.max_new_tokens) >= 1, ">= 1"),
-            ("max_prompt_len", _num(self.max_prompt_len) >= 16, ">= 16"),
-            ("micro_batch_size", _num(self.micro_batch_size) >= 1, ">= 1"),
-            ("generation_backend", self.generation_backend in BACKENDS, f"one of {BACKENDS}"),
-            ("minibatch_size", self.minibatch_size is None or _num(self.minibatch_size) >= 1,
-             "None (one optimizer step on the whole batch) or >= 1 step-samples per optimizer step"),
-        ]
-        checks.append(("lr", not isinstance(self.lr, (int, float)) or 0 < _num(self.lr) < float("inf"),
-                       "> 0 (or an RLlib schedule)"))
-        mistyped = {e.split("=")[0] for e in errors}  # said once, by the type check
-        errors += [f"{name}={getattr(self, name)!r}: must be {want}" for name, ok, want in checks
-                   if not ok and name not in mistyped]
-        errors += self._teacher_sample_errors()
-        from opid_rllib.models.lora import lora_errors
+        from opid_rllib.config_checks import config_errors
 
-        errors += lora_errors(self.lora)
-        if self.analyzer in ANALYZER_CHOICES and isinstance(self.analyzer_config, dict):
-            from opid_rllib.analyzer.base import make_analyzer
-
-            err = None
-            if "max_step_skills" in self.analyzer_config:
-                err = "max_step_skills is set by max_step_skills_per_traj; remove it from analyzer_config"
-            else:  # building one is offline and cheap (no request is sent): it checks the keys and the values
-                # The key is read where the analyzer runs (an env runner), so a placeholder stands in for it here.
-                no_key = {} if self.analyzer == "hindsight" else {"api_key": "placeholder-for-validation"}
-                try:
-                    make_analyzer(self.analyzer, **{**self.analyzer_config, **no_key})
-                except ValueError as e:
-                    err = str(e)
-            if err:
-                errors.append(f"analyzer_config: {err}")
-        if isinstance(self.analyzer_config, dict) and self.analyzer_config.get("api_key"):
-            errors.append("analyzer_config['api_key']: do not put keys in the config (RLlib and Tune write it to "
-                          "checkpoints, params.json and results); export OPENAI_API_KEY, or name another "
-                          "variable with analyzer_config['api_key_env']")
-        if self.num_learners > 1 and self.tasks_per_iter < self.num_learners:
-            errors.append(f"tasks_per_iter={self.tasks_per_iter}: must be >= num_learners={self.num_learners} "
-                          "(groups are never split across learners)")
+        errors = config_errors(self)
         if errors:
             raise ValueError("Invalid OPIDConfig:\n  " + "\n  ".join(errors))
-
-    def _teacher_sample_errors(self) -> list[str]:
-        """Teacher samples are drawn on skill-routed rows: a setting that routes none would silently do nothing."""
-        w = self.teacher_sample_adv_weight
-        if not isinstance(w, (int, float)) or w <= 0:
-            on = {k: getattr(self, k) for k in ("teacher_sample_sft_coeff", "teacher_anchor_coeff")}
-            return [f"{k}={c}: applies to teacher-sampled rows, and teacher_sample_adv_weight=0 draws none; set "
-                    "teacher_sample_adv_weight > 0" for k, c in on.items() if isinstance(c, (int, float)) and c > 0]
-        if self.analyzer == "none":
-            return [f"teacher_sample_adv_weight={w}: needs an analyzer (analyzer='none' writes no skills)"]
-        if self.teacher_sample_rows == "step" and not self.step_skill_adv_weight:
-            return [f"teacher_sample_adv_weight={w}: with teacher_sample_rows='step' it samples on rows routed to a "
-                    "step skill, and step_skill_adv_weight=0 routes none; set it > 0 or teacher_sample_rows='routed'"]
-        if self.teacher_sample_rows == "routed" and not (self.step_skill_adv_weight or self.episode_skill_adv_weight):
-            return [f"teacher_sample_adv_weight={w}: both skill weights are 0, so no row is routed to a skill"]
-        return []
 
     # ---- what the RLlib machinery asks for ---------------------------------------------
     @property

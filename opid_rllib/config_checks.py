@@ -1,0 +1,109 @@
+"""What makes an OPIDConfig valid: every field's type and range, the analyzer's options (built once, offline) and
+the settings that only make sense together. One list of errors, each naming its field, so a config fails in one
+message before Ray starts (OPIDConfig.validate raises it)."""
+
+from __future__ import annotations
+
+from opid_rllib.advantages import OUTCOME_MODES
+from opid_rllib.analyzer.base import ANALYZER_CHOICES
+from opid_rllib.connectors.teacher_samples import TEACHER_SAMPLE_ROWS
+from opid_rllib.generation.base import BACKENDS
+from opid_rllib.groups import INVALID_ACTION_SOURCES
+from opid_rllib.routing import ROUTING_MODES
+from opid_rllib.settings import ANALYZERS, OPID_DEFAULTS
+
+
+def _num(value) -> float:
+    """float(value), or NaN (which fails every range check) for a value of the wrong kind: the type check
+    names the field, where float("0.2x") or float(None) would raise past it."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def config_errors(cfg) -> list[str]:
+    """Every problem of `cfg` (an OPIDConfig), one line each; [] when it is valid."""
+    errors = []
+    for k, (default, typ) in OPID_DEFAULTS.items():
+        v = getattr(cfg, k)
+        if v is None and default is None:
+            continue
+        if typ is float and isinstance(v, int) and not isinstance(v, bool):
+            continue
+        if not isinstance(v, typ):
+            errors.append(f"{k}={v!r}: expected {typ.__name__}")
+    checks = [
+        ("outcome_adv_norm", cfg.outcome_adv_norm in OUTCOME_MODES, f"one of {OUTCOME_MODES}"),
+        ("invalid_action_source", cfg.invalid_action_source in INVALID_ACTION_SOURCES,
+         f"one of {INVALID_ACTION_SOURCES}"),
+        ("skill_routing", cfg.skill_routing in ROUTING_MODES, f"one of {ROUTING_MODES}"),
+        ("analyzer", cfg.analyzer in ANALYZERS, f"one of {ANALYZERS}"),
+        ("group_size", isinstance(cfg.group_size, int) and cfg.group_size >= 1, "an int >= 1 (8 in the paper)"),
+        ("tasks_per_iter", isinstance(cfg.tasks_per_iter, int) and cfg.tasks_per_iter >= 1, "an int >= 1"),
+        ("train_task_fraction", 0 < _num(cfg.train_task_fraction) <= 1, "in (0, 1]"),
+        ("episode_skill_adv_weight", _num(cfg.episode_skill_adv_weight) >= 0, ">= 0"),
+        ("step_skill_adv_weight", _num(cfg.step_skill_adv_weight) >= 0, ">= 0"),
+        ("teacher_sample_adv_weight", _num(cfg.teacher_sample_adv_weight) >= 0, ">= 0 (0 = off)"),
+        ("teacher_sample_rows", cfg.teacher_sample_rows in TEACHER_SAMPLE_ROWS, f"one of {TEACHER_SAMPLE_ROWS}"),
+        ("teacher_sample_sft_coeff", _num(cfg.teacher_sample_sft_coeff) >= 0, ">= 0 (0 = off)"),
+        ("teacher_anchor_coeff", _num(cfg.teacher_anchor_coeff) >= 0, ">= 0 (0 = off)"),
+        ("max_step_skills_per_traj", _num(cfg.max_step_skills_per_traj) >= 0, ">= 0"),
+        ("clip_ratio_low", 0 < _num(cfg.clip_ratio_low) < 1, "in (0, 1)"),
+        ("clip_ratio_high", _num(cfg.clip_ratio_high) > 0, "> 0"),
+        ("dual_clip_c", cfg.dual_clip_c is None or _num(cfg.dual_clip_c) > 1, "> 1 or None"),
+        ("max_new_tokens", _num(cfg.max_new_tokens) >= 1, ">= 1"),
+        ("max_prompt_len", _num(cfg.max_prompt_len) >= 16, ">= 16"),
+        ("micro_batch_size", _num(cfg.micro_batch_size) >= 1, ">= 1"),
+        ("generation_backend", cfg.generation_backend in BACKENDS, f"one of {BACKENDS}"),
+        ("minibatch_size", cfg.minibatch_size is None or _num(cfg.minibatch_size) >= 1,
+         "None (one optimizer step on the whole batch) or >= 1 step-samples per optimizer step"),
+        ("lr", not isinstance(cfg.lr, (int, float)) or 0 < _num(cfg.lr) < float("inf"), "> 0 (or an RLlib schedule)"),
+    ]
+    mistyped = {e.split("=")[0] for e in errors}  # said once, by the type check
+    errors += [f"{name}={getattr(cfg, name)!r}: must be {want}" for name, ok, want in checks
+               if not ok and name not in mistyped]
+    errors += _teacher_sample_errors(cfg)
+    from opid_rllib.models.lora import lora_errors
+
+    errors += lora_errors(cfg.lora)
+    if cfg.analyzer in ANALYZER_CHOICES and isinstance(cfg.analyzer_config, dict):
+        from opid_rllib.analyzer.base import make_analyzer
+
+        err = None
+        if "max_step_skills" in cfg.analyzer_config:
+            err = "max_step_skills is set by max_step_skills_per_traj; remove it from analyzer_config"
+        else:  # building one is offline and cheap (no request is sent): it checks the keys and the values
+            # The key is read where the analyzer runs (an env runner), so a placeholder stands in for it here.
+            no_key = {} if cfg.analyzer == "hindsight" else {"api_key": "placeholder-for-validation"}
+            try:
+                make_analyzer(cfg.analyzer, **{**cfg.analyzer_config, **no_key})
+            except ValueError as e:
+                err = str(e)
+        if err:
+            errors.append(f"analyzer_config: {err}")
+    if isinstance(cfg.analyzer_config, dict) and cfg.analyzer_config.get("api_key"):
+        errors.append("analyzer_config['api_key']: do not put keys in the config (RLlib and Tune write it to "
+                      "checkpoints, params.json and results); export OPENAI_API_KEY, or name another "
+                      "variable with analyzer_config['api_key_env']")
+    if cfg.num_learners > 1 and cfg.tasks_per_iter < cfg.num_learners:
+        errors.append(f"tasks_per_iter={cfg.tasks_per_iter}: must be >= num_learners={cfg.num_learners} "
+                      "(groups are never split across learners)")
+    return errors
+
+
+def _teacher_sample_errors(cfg) -> list[str]:
+    """Teacher samples are drawn on skill-routed rows: a setting that routes none would silently do nothing."""
+    w = cfg.teacher_sample_adv_weight
+    if not isinstance(w, (int, float)) or w <= 0:
+        on = {k: getattr(cfg, k) for k in ("teacher_sample_sft_coeff", "teacher_anchor_coeff")}
+        return [f"{k}={c}: applies to teacher-sampled rows, and teacher_sample_adv_weight=0 draws none; set "
+                "teacher_sample_adv_weight > 0" for k, c in on.items() if isinstance(c, (int, float)) and c > 0]
+    if cfg.analyzer == "none":
+        return [f"teacher_sample_adv_weight={w}: needs an analyzer (analyzer='none' writes no skills)"]
+    if cfg.teacher_sample_rows == "step" and not cfg.step_skill_adv_weight:
+        return [f"teacher_sample_adv_weight={w}: with teacher_sample_rows='step' it samples on rows routed to a "
+                "step skill, and step_skill_adv_weight=0 routes none; set it > 0 or teacher_sample_rows='routed'"]
+    if cfg.teacher_sample_rows == "routed" and not (cfg.step_skill_adv_weight or cfg.episode_skill_adv_weight):
+        return [f"teacher_sample_adv_weight={w}: both skill weights are 0, so no row is routed to a skill"]
+    return []
