@@ -42,9 +42,8 @@ def minibatch_rows(n: int, k: int, anchor: torch.Tensor | None = None, device=No
     starts = [int(c[0]) for c in chunks if len(c)]
     if not starts:  # anchor rows only
         return [rows] + [rows[:0]] * (k - 1)
-    bounds = dict(zip(starts, [0] + starts[1:]))  # each non-empty chunk runs from its start to the next one's
-    ends = dict(zip(starts, starts[1:] + [n]))
-    return [rows[bounds[int(c[0])]: ends[int(c[0])]] if len(c) else rows[:0] for c in chunks]
+    edges = iter(zip([0] + starts[1:], starts[1:] + [n]))  # a non-empty chunk runs up to the next one's start
+    return [rows[slice(*next(edges))] if len(c) else rows[:0] for c in chunks]
 
 
 def student_tokens(batch) -> torch.Tensor:
