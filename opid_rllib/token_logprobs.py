@@ -61,14 +61,16 @@ def response_logprobs(model, prompt_ids: torch.Tensor, prompt_len: torch.Tensor,
     logp_all = torch.log_softmax(logits, dim=-1)
     # torch.where, not "* r_mask": a vocabulary entry whose logit is -inf (masked, unused, an fp16 overflow) has
     # log-prob -inf, and -inf * 0 (padding) or p * log p = 0 * -inf would be NaN.
-    keep = r_mask > 0
-    logp = torch.where(keep, logp_all.gather(-1, resp.unsqueeze(-1)).squeeze(-1), 0.0)
+    logp = torch.where(r_mask, logp_all.gather(-1, resp.unsqueeze(-1)).squeeze(-1), 0.0)
     ent = None
     if with_entropy:
         p = logp_all.exp()
-        # p * log p saves 8 B per logit for backward; the NaN-safe form saves 13, so it runs only when needed.
-        plogp = p * (torch.where(p > 0, logp_all, 0.0) if bool(torch.isinf(logp_all).any()) else logp_all)
-        ent = torch.where(keep, -plogp.sum(-1), 0.0)
+        ent = -(p * logp_all).sum(-1)
+        # p * log p saves 8 B per logit for backward and the NaN-safe form 13, so the latter runs only when the
+        # former gave a NaN (a B x R check, not one over the vocabulary); the first graph is then dropped.
+        if bool(torch.isnan(ent).any()):
+            ent = -(p * torch.where(p > 0, logp_all, 0.0)).sum(-1)
+        ent = torch.where(r_mask, ent, 0.0)
     if r_max < r_w:  # pad back to the batch's response width
         pad = torch.zeros(b, r_w - r_max, device=logp.device, dtype=logp.dtype)
         logp = torch.cat([logp, pad], dim=1)
