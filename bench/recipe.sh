@@ -18,6 +18,12 @@ play_dir() { echo "$1-${2//[\/@]/_}"; }
 # T: the OPID arm most studies train (the README's ledger), step skills only at w_step 0.3 with 3 of the 5 step
 # skills allowed on right moves, the skill terms centred, and teacher samples at w_T = 1.
 T_ARM='opid:w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1'
+# EVERY_STEP_ARM: the paper's step term alone (no teacher samples), with a step skill written for every step (up
+#   to 30, all of them allowed on right moves) in the unquoted wording ("At this point, X." on and off the plan), so
+#   the teacher distilled in training is the one whose headroom `opid-eval --skills oracle` measures (a skill at
+#   every step), and no skill quotes a sampled command for the teacher to copy. T's 5 slots (3 on right moves)
+#   left most steps without a skill.
+EVERY_STEP_ARM='opid:w_ep=0+w_step=0.3+max_step_skills_per_traj=30+analyzer.on_plan_step_skills=30+analyzer.quote_sampled=false+normalize_teacher_adv=true'
 # refuse_emulated_bf16 DTYPE ADVICE: exit 2 where DTYPE=bfloat16 would run on a CPU without AVX512-BF16 or AMX,
 #   unless SLOW_BF16=1. torch emulates bf16 matmuls there: on an AVX2-only EPYC one step of SmolLM2's SFT took 8 min
 #   (8.5 s on machine D), so a SmolLM2 driver would take days (docs/STUDIES.md, "bf16 on a CPU without

@@ -33,6 +33,9 @@
 #                              # w_ep = NO_STEP, centred (no_step_skill:w_ep=NO_STEP+normalize_teacher_adv=true; 0.3
 #                              # is T's step weight, as bench/opid_vs_grpo_study.sh sizes that arm); no teacher
 #                              # samples, which T draws on rows routed to a step skill only; after the arms above
+#   EVERY_STEP=1 ...           # also OPID with a step skill at every step, unquoted, no teacher samples
+#                              # (bench/recipe.sh EVERY_STEP_ARM: the oracle play's teacher, distilled by the
+#                              # paper's step term alone), after the arms above
 #   ITERS=6 DTYPE=bfloat16 THREADS=2 ...   # DTYPE=bfloat16 is refused on a CPU without AVX512-BF16/AMX
 #                              # unless SLOW_BF16=1 (or REPORT=1, which trains nothing)
 #   HEADROOM=PLAY/results.json ...   # the base's oracle play, read as the study's teacher table instead of
@@ -70,6 +73,7 @@ esac
 [ -z "${UNQUOTED:-}" ] || VARIANTS="$VARIANTS,$T_ARM+analyzer.quote_sampled=false"
 [ -z "${NO_TEACHER_SAMPLES:-}" ] || VARIANTS="$VARIANTS,$T_ARM+teacher_sample_adv_weight=0"
 [ -z "${NO_STEP:-}" ] || VARIANTS="$VARIANTS,no_step_skill:w_ep=$NO_STEP+normalize_teacher_adv=true"
+[ -z "${EVERY_STEP:-}" ] || VARIANTS="$VARIANTS,$EVERY_STEP_ARM"
 VARIANTS=${VARIANTS#,}  # ARMS=base with an extra arm
 PANEL=alfworld/valid_unseen@v1
 PLAYED=$(play_dir "$BASE" "$PANEL")/results.json

@@ -284,6 +284,12 @@ def test_the_smollm2_study_trains_grpo_and_t_at_the_headroom_plays_settings(tmp_
     assert f"--variants {t_arm},{t_arm}+teacher_sample_adv_weight=0 " in log.read_text().splitlines()[-1]
     assert run({**env, "ARMS": "base", "NO_STEP": "0.3"}).returncode == 0  # OPID without step skills alone
     assert "--variants no_step_skill:w_ep=0.3+normalize_teacher_adv=true " in log.read_text().splitlines()[-1]
+    every = subprocess.run(["bash", "-c", ". bench/recipe.sh; echo $EVERY_STEP_ARM"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.strip()
+    assert run({**env, "ARMS": "base", "EVERY_STEP": "1"}).returncode == 0  # a step skill at every step, alone
+    assert f"--variants {every} " in log.read_text().splitlines()[-1]
+    assert all(s in every for s in ("w_step=0.3", "max_step_skills_per_traj=30", "analyzer.on_plan_step_skills=30",
+                                    "analyzer.quote_sampled=false")) and "teacher_sample" not in every
     for arms, variants in (("grpo", "grpo"), ("shuffled", f"{t_arm}+shuffle_skills=true"),  # one arm per sitting
                            ("base", "")):  # the base's plays alone
         assert run({**env, "ARMS": arms}).returncode == 0
@@ -298,10 +304,10 @@ def test_the_smollm2_study_trains_grpo_and_t_at_the_headroom_plays_settings(tmp_
                       ({"CPUINFO": str(avx2_only)}, "DTYPE=bfloat16 on a CPU without AVX512-BF16 or AMX")):
         p = run({**env, **bad})
         assert p.returncode == 2 and says in p.stderr, p.stderr
-    assert len(log.read_text().splitlines()) == 11  # the refused calls started nothing
+    assert len(log.read_text().splitlines()) == 12  # the refused calls started nothing
     for allowed in ({"SLOW_BF16": "1"}, {"REPORT": "1"}, {"DTYPE": "float32"}):  # run anyway; trains nothing; fp32
         assert run({**env, "CPUINFO": str(avx2_only), **allowed}).returncode == 0, allowed
-    assert len(log.read_text().splitlines()) == 14
+    assert len(log.read_text().splitlines()) == 15
     # with no OUT_DIR the study lies in the repo, where git keeps its finished jobs and settings, not its run
     # folders (policy weights) or claims, so a fresh machine resumes it
     p = subprocess.run(["bash", str(ROOT / "bench" / "smollm2_study.sh"), str(sft)], capture_output=True, text=True,

@@ -198,3 +198,23 @@ def test_quote_sampled_false_keeps_sampled_commands_out_of_the_episode_skill(fai
     won = HindsightAnalyzer(quote_sampled=False).analyze(success_traj).episode_skill   # the workflow is kept
     assert won == HindsightAnalyzer().analyze(success_traj).episode_skill.replace(" (e.g. 'look')", "")
     assert "4 of 10 steps did not advance" in won
+
+
+def test_a_step_skill_at_every_step_is_the_unquoted_oracle_teacher(failure_traj, success_traj):
+    """bench/recipe.sh's EVERY_STEP_ARM (max_step_skills_per_traj=30, on_plan_step_skills=30, quote_sampled=false):
+    every step of a trajectory with an expert plan gets a skill, and it is the sentence `opid-eval --skills oracle
+    --analyzer-option quote_sampled=false` shows the teacher at that step, so training distils the teacher whose
+    headroom that play measured (an on-plan inspection, 'look' where the expert looks too, would get none)."""
+    from opid_rllib.analyzer.oracle import oracle_step_skill
+
+    analyzer = make_analyzer("hindsight", max_step_skills=30, on_plan_step_skills=30, quote_sampled=False)
+    for traj in (failure_traj, success_traj):
+        skills = analyzer.analyze(traj).step_skills
+        assert sorted(skills) == [s.index for s in traj.steps]
+        for k, step in enumerate(traj.steps):
+            assert skills[step.index] == oracle_step_skill("alfworld", step, traj.steps[:k], quote_sampled=False)
+        sampled = {s.action for s in traj.steps}
+        assert not [t for t in skills.values() for a in sampled if f"'{a}'" in t]
+    # T's budget (5 slots, 3 on right moves, quoted) leaves steps of the won episode without a skill
+    t_skills = make_analyzer("hindsight", max_step_skills=5, on_plan_step_skills=3).analyze(success_traj).step_skills
+    assert len(t_skills) < len(success_traj.steps)
