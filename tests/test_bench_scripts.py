@@ -247,6 +247,12 @@ def test_skill_literate_drivers_train_and_play_with_the_one_recipe(script, tmp_p
     assert not [f for f in own if f in code], f"{script} writes out recipe flags again"
 
 
+def _recipe_arm(name: str) -> str:
+    """An arm (a string variable) of bench/recipe.sh, as the drivers that source it see it."""
+    return subprocess.run(["bash", "-c", f". bench/recipe.sh; echo ${name}"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
 def test_the_smollm2_study_trains_grpo_and_t_at_the_headroom_plays_settings(tmp_path):
     """bench/smollm2_study.sh: one bench/learning.py process (a SmolLM2 learner does not fit twice in 24 GB) with
     GRPO and the recipe's T from the SFT, the headroom play of bench/smollm2_headroom.sh read where it exists (its
@@ -261,8 +267,7 @@ def test_the_smollm2_study_trains_grpo_and_t_at_the_headroom_plays_settings(tmp_
                                    stdin=subprocess.DEVNULL, timeout=30)
     assert run(env).returncode == 0
     (call,) = log.read_text().splitlines()
-    t_arm = subprocess.run(["bash", "-c", ". bench/recipe.sh; echo $T_ARM"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.strip()
+    t_arm = _recipe_arm("T_ARM")
     assert t_arm.startswith("opid:") and f"--variants grpo,{t_arm} " in call and f"--opid-variant {t_arm} " in call
     for setting in (f"--base {sft} ", "--seeds 0 ", "--lr 1e-5 ", "--dtype bfloat16 ", "--torch-threads 2 ",
                     "--micro-batch-size 4 ",
@@ -284,8 +289,7 @@ def test_the_smollm2_study_trains_grpo_and_t_at_the_headroom_plays_settings(tmp_
     assert f"--variants {t_arm},{t_arm}+teacher_sample_adv_weight=0 " in log.read_text().splitlines()[-1]
     assert run({**env, "ARMS": "base", "NO_STEP": "0.3"}).returncode == 0  # OPID without step skills alone
     assert "--variants no_step_skill:w_ep=0.3+normalize_teacher_adv=true " in log.read_text().splitlines()[-1]
-    every = subprocess.run(["bash", "-c", ". bench/recipe.sh; echo $EVERY_STEP_ARM"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.strip()
+    every = _recipe_arm("EVERY_STEP_ARM")
     assert run({**env, "ARMS": "base", "EVERY_STEP": "1"}).returncode == 0  # a step skill at every step, alone
     assert f"--variants {every} " in log.read_text().splitlines()[-1]
     assert all(s in every for s in ("w_step=0.3", "max_step_skills_per_traj=30", "analyzer.on_plan_step_skills=30",
