@@ -7,6 +7,7 @@ ENVS = {
     "alfworld": ("opid/ALFWorld-v0", "envs.alfworld.env:ALFWorldEnv"),
     "webshop": ("opid/WebShop-v0", "envs.webshop.env:WebShopEnv"),
     "searchqa": ("opid/SearchQA-v0", "envs.searchqa.env:SearchQAEnv"),
+    "signpost": ("opid/Signpost-v0", "envs.signpost.env:SignpostEnv"),
 }
 
 for _name, (_gym_id, _entry) in ENVS.items():

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from opid_rllib.prompts import alfworld, searchqa, webshop
+from opid_rllib.prompts import alfworld, searchqa, signpost, webshop
 from opid_rllib.prompts._common import TURN_ANCHOR
 from opid_rllib.prompts.chat import chat_prompt, encode_prompts, truncate_left
 from opid_rllib.prompts.projection import project_action
 from opid_rllib.prompts.skills import insert_skills
 
-ENV_NAMES = ("alfworld", "webshop", "searchqa")
-_BUILDERS = {"alfworld": alfworld.build, "webshop": webshop.build, "searchqa": searchqa.build}
-_STOP_STRINGS = {"alfworld": alfworld.STOP_STRINGS, "webshop": webshop.STOP_STRINGS, "searchqa": searchqa.STOP_STRINGS}
+ENV_NAMES = ("alfworld", "webshop", "searchqa", "signpost")
+_BUILDERS = {"alfworld": alfworld.build, "webshop": webshop.build, "searchqa": searchqa.build,
+             "signpost": signpost.build}
+_STOP_STRINGS = {"alfworld": alfworld.STOP_STRINGS, "webshop": webshop.STOP_STRINGS, "searchqa": searchqa.STOP_STRINGS,
+                 "signpost": signpost.STOP_STRINGS}
 
 
 def canonical_env_name(env_name: str) -> str:

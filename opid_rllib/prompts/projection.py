@@ -23,7 +23,7 @@ import re
 _CJK = re.compile(r"[\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31ff"
                   r"\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
                   r"\U00020000-\U0002ffff]")
-FALLBACK_CHARS = {"alfworld": 30, "webshop": 20}
+FALLBACK_CHARS = {"alfworld": 30, "webshop": 20, "signpost": 30}
 _SEARCH_BLOCK = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
 
 
