@@ -259,7 +259,10 @@ class OpenAIAnalyzer(Analyzer):
                 hold = self.abandoned_hold_s
                 raise
             except openai.APIStatusError as exc:
-                if exc.status_code not in (400, 422) or not self._adapt(ep, exc, tuple(optional), rf):
+                # A refusal of an optional field: OpenAI's 400, FastAPI's 422, and a 5xx whose body names the field
+                # (llama-cpp-python 0.3.36 answers json_schema with a 500 and a pydantic body); other errors retry.
+                refusal = exc.status_code in (400, 422) or exc.status_code >= 500
+                if not refusal or not self._adapt(ep, exc, tuple(optional), rf):
                     raise
                 continue
             finally:

@@ -125,6 +125,25 @@ def _as_text(value: Any) -> str:
     return str(value).strip()
 
 
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _skill_text(value: Any, field: str) -> str:
+    """A skill as the sentence it must be: a string (or a list of strings, joined); a dict, a number or a
+    dict/list literal written as text is refused (ParseError: the repair request, then a failed analysis), so
+    its Python repr never reaches a prompt as a "skill"."""
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        value = " ".join(v.strip() for v in value if v.strip())
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ""
+    if not isinstance(value, str):
+        raise ParseError(f"{field} is a {type(value).__name__}, not a sentence")
+    text = value.strip()
+    if text[:1] in "{[" or not _LETTER.search(text):
+        raise ParseError(f"{field} is not a sentence: {text[:60]!r}")
+    return text
+
+
 def _step_index(key: Any) -> int | None:
     if isinstance(key, bool):
         return None
@@ -159,14 +178,14 @@ def parse_analysis(text: str, candidates: Iterable[int] | None, max_step_skills:
     non-negative index), then truncated to the first `max_step_skills` in dict order.
     """
     obj = extract_analysis_object(text)
-    episode_skill = _as_text(obj.get("episode_skill"))
+    episode_skill = _skill_text(obj.get("episode_skill"), "'episode_skill'")
     if not episode_skill:
         raise ParseError("'episode_skill' is empty")
     allowed = None if candidates is None else {int(c) for c in candidates}
     step_skills: dict[int, str] = {}
     for key, value in _step_items(obj.get("step_skills")):
         idx = _step_index(key)
-        skill = _as_text(value)
+        skill = _skill_text(value, f"step skill {key!r}")
         if idx is None or idx < 0 or not skill or idx in step_skills:
             continue
         if allowed is not None and idx not in allowed:

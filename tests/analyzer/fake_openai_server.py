@@ -20,7 +20,8 @@ Server quirks, to emulate real OpenAI-compatible servers:
   rejects          {field: 400 | 422}: a request carrying that field gets OpenAI's 400
                    "unsupported_parameter" or a pydantic 422 body naming it
   response_formats None = `response_format` is ignored; a tuple = the types honoured, any other
-                   type gets a pydantic 422 (llama-cpp-python knows only text and json_object)
+                   type gets a pydantic body naming the field, with HTTP `format_status` (422; llama-cpp-python
+                   0.3.36 sends it as a 500, and knows only text and json_object)
   slots, work_s    a server with `slots` generation slots, each request taking `work_s` (slow
                    requests `slow_s`) inside a slot; like llama.cpp it finishes requests whose
                    client already gave up (`max_in_flight` records the most running at once)
@@ -74,7 +75,7 @@ class FakeOpenAIServer:
                  slow_s: float = 5.0, content: Callable[[str], str] | None = None,
                  host: str = "127.0.0.1", port: int = 0, honours: tuple[str, ...] = TOKEN_FIELDS,
                  rejects: dict[str, int] | None = None, response_formats: tuple[str, ...] | None = None,
-                 slots: int | None = None, work_s: float = 0.0):
+                 slots: int | None = None, work_s: float = 0.0, format_status: int = 422):
         for mode in (*modes, default):
             if mode not in MODES:
                 raise ValueError(f"mode={mode!r}: unknown; choices {MODES}")
@@ -87,6 +88,7 @@ class FakeOpenAIServer:
         self.honours = tuple(honours)
         self.rejects = dict(rejects or {})
         self.response_formats = None if response_formats is None else tuple(response_formats)
+        self.format_status = int(format_status)
         self.work_s = float(work_s)
         self._slots = threading.Semaphore(slots) if slots else None
         self.in_flight = 0
@@ -195,7 +197,7 @@ class FakeOpenAIServer:
                 rf = body.get("response_format")
                 rf_type = rf.get("type") if isinstance(rf, dict) else None
                 if rf_type and server.response_formats is not None and rf_type not in server.response_formats:
-                    self._send(422, _rejection("response_format", 422, rf_type))
+                    self._send(server.format_status, _rejection("response_format", 422, rf_type))
                     return
                 mode = server._next_mode()
                 if server.delay_s:

@@ -104,6 +104,21 @@ def test_json_schema_rejected_falls_back_to_json_object_per_endpoint():
         assert srv.requests[-2]["body"]["response_format"]["type"] == "json_schema"
 
 
+def test_json_schema_refused_with_a_500_steps_down_like_a_422():
+    """llama-cpp-python 0.3.36 refuses json_schema with HTTP 500 and a pydantic body naming response_format: one
+    step down to json_object, counted once, not five retries of the same request; a 500 naming no field is retried."""
+    with server(default="prose", response_formats=("text", "json_object"), format_status=500) as srv:
+        a = make(srv)
+        first, second = a.analyze(trajs(1)[0]), a.analyze(trajs(1)[0])
+        assert first.ok and first.attempts == 2 and second.ok and second.attempts == 1
+        assert [r["body"]["response_format"]["type"] for r in srv.requests] == ["json_schema", "json_object",
+                                                                                  "json_object"]
+        assert a.stats()["response_format_fallbacks"] == 1
+    with server(modes=("error500",), default="good") as srv:
+        ok = make(srv).analyze(trajs(1)[0])
+        assert ok.ok and len(srv.requests) == 2 and srv.requests[1]["body"]["response_format"]["type"] == "json_schema"
+
+
 def test_ignored_response_format_is_detected_and_dropped_lenient_parser_kept():
     with server(default="fenced") as srv:      # ignores response_format; answers JSON in a fence
         a = make(srv)

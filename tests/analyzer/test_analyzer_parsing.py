@@ -76,6 +76,13 @@ def test_missing_step_skills_is_fine():
     ("I could not analyse this.", "no JSON object"),
     ("", "no JSON object"),
     ('```json\n{"episode_skill": "trunc', "no JSON object"),
+    # non-text skills (a small model's junk, seen from SmolLM2-135M on llama.cpp): refused, not stringified
+    ('{"episode_skill": {"recursive_referenced_skillsList[0]: [": 1}}', "'episode_skill' is a dict, not a sentence"),
+    ('{"episode_skill": "{\'recursive_referenced_skillsList[0]: [\': 1}"}', "'episode_skill' is not a sentence"),
+    ('{"episode_skill": 42}', "'episode_skill' is a int"),
+    ('{"episode_skill": "Go to the fridge.", "step_skills": {"1": ["a", {"b": 2}]}}', "step skill '1' is a list"),
+    ('{"episode_skill": "Go to the fridge.", "step_skills": {"1": "[1, 2, 3]"}}', "step skill '1' is not a sentence"),
+    ('{"episode_skill": "12 / 3 ..."}', "not a sentence"),
 ])
 def test_rejections(text, msg):
     with pytest.raises(ParseError, match=msg):
