@@ -110,6 +110,10 @@ class ALFWorldEnv(TextEnv):
         self.use_expert = self.expert == "handcoded"
         self._sweep = SweepDemonstrator() if self.expert == "sweep" else None
         if self.data_dir is not None:
+            if not self.data_dir.expanduser().is_dir():
+                raise FileNotFoundError(f"data_dir={str(self.data_dir)!r}: this path does not exist; point data_dir "
+                                        "(or $ALFWORLD_DATA) at the folder holding json_2.1.1, or leave it unset for the "
+                                        "generated games")
             root = self.data_dir / "json_2.1.1" if (self.data_dir / "json_2.1.1").is_dir() else self.data_dir
             if not (root / split).is_dir():
                 raise FileNotFoundError(f"data_dir={str(self.data_dir)!r}: no {split!r} folder under {root}")

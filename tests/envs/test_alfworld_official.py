@@ -88,6 +88,9 @@ def test_empty_split_says_where_it_looked(tree):
     assert "1 bad" in msg and str(only_bad / "a" / "trial_1") in msg
     with pytest.raises(FileNotFoundError, match=r"data_dir=.*no 'train' folder under"):
         ALFWorldEnv(split="train", data_dir=str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"data_dir=.*nowhere': this path does not exist; point data_dir "
+                                                 r"\(or \$ALFWORLD_DATA\) at the folder holding json_2.1.1"):
+        ALFWorldEnv(split="train", data_dir=str(tmp_path / "nowhere"))
 
 
 def test_a_game_that_does_not_load_names_its_file(tree, game):
