@@ -39,7 +39,7 @@ class CliError(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="opid-sft", description="Behaviour-cloning warm start from expert trajectories.")
-    ap.add_argument("--env", required=True, help="alfworld | webshop | searchqa (or the gymnasium id)")
+    ap.add_argument("--env", required=True, help="alfworld | webshop | searchqa | signpost (or the gymnasium id)")
     ap.add_argument("--model", default="tiny", help="tiny | smollm2-135m | local HF folder | cached hub id")
     ap.add_argument("--out", required=True, help="output model folder (must be empty or new unless --overwrite)")
     ap.add_argument("--split", default="train", help="env split the demonstrations come from (default train)")

@@ -110,7 +110,7 @@ def test_help_lists_only_working_flags_each_with_help():
         assert dead not in flags
     assert all(a.help for a in parser._actions), [a.dest for a in parser._actions if not a.help]
     env = next(a for a in parser._actions if "--env" in a.option_strings)
-    assert set(env.choices) == {"alfworld", "webshop", "searchqa"}
+    assert set(env.choices) == {"alfworld", "webshop", "searchqa", "signpost"}
     text = parser.format_help()
     assert "trajectories to" not in text and "(default: None)" not in text
     # every flag the parser offers is read by the CLI (no silently ignored option)
