@@ -4,16 +4,18 @@
     python tuned_examples/signpost_rung0.py --preset grpo,opid --seeds 0,1,2 --json bench/results/learning_rung0.json
 
 The base is a format-only warm start, built once and cached: behaviour cloning on Signpost rooms without
-signs, where every door opens and the demonstrated door is a uniform pick, so the base writes well-formed
+signs, where every door opens and the demonstrated door is a uniform pick (half of the games with skills in
+their prompts, so that OPID's skill prompts are text the base has seen), so the base writes well-formed
 commands and opens each door about equally often (per room 1 / 4; the episode, two rooms in three steps,
 about 16 %). In this recipe the sign names the red door in every room (`fixed_sign`): learning it needs no
 reading, only the outcome signal, which is what this rung checks (RLlib's CartPole). Reading a sign that
 changes from room to room is a copy the 3M-parameter model does not learn in minutes even from labels
-(`python bench/signpost_copy_probe.py`, docs/LEARNING_GATE.md), so it is left to rung 1's pretrained models.
+(`python bench/signpost_copy_probe.py`, docs/LEARNING_GATE.md), so rung 0 does not ask for it.
 
 `--as-test` exits 1 unless every seed's success (training rollouts, T 1.0; mean of the last `WINDOW`
 iterations) reaches `TARGET` within `--stop-iters` iterations, as RLlib's tuned examples do; tests/learning
-runs it and checks that a broken loop fails it. Runs in-process (`algo.train()`, no Tune), one Ray session.
+runs the same `run()`, and a broken loop fails them (docs/LEARNING_GATE.md). Runs in-process (`algo.train()`, no
+Tune), one Ray session.
 """
 
 from __future__ import annotations
@@ -53,18 +55,24 @@ def warm_start(cache_dir: str | os.PathLike | None = None) -> Path:
     from opid_rllib.sft.train import train_sft
 
     tiny = resolve_model("tiny")
-    key = hashlib.sha256(json.dumps([WARM_START, SETTINGS["history_length"], SETTINGS["max_steps"], tiny.name],
+    demos = collect_demonstrations(  # about 1 s; their text keys the cache entry
+        "signpost", num_tasks=WARM_START["tasks"], history_length=SETTINGS["history_length"],
+        max_steps=SETTINGS["max_steps"], seed=WARM_START["seed"], skill_fraction=WARM_START["skill_fraction"],
+        env_kwargs={"signs": False}, response_style="action")
+    key = hashlib.sha256(json.dumps([WARM_START, tiny.name, [(d.prompt, d.response) for d in demos]],
                                     sort_keys=True).encode()).hexdigest()[:8]
     out = Path(cache_dir or default_cache_dir()) / "models" / f"signpost-format-{key}"
     if (out / "config.json").exists():
         return out
-    demos = collect_demonstrations("signpost", num_tasks=WARM_START["tasks"], history_length=SETTINGS["history_length"],
-                                   max_steps=SETTINGS["max_steps"], seed=WARM_START["seed"], skill_fraction=WARM_START["skill_fraction"],
-                                   env_kwargs={"signs": False}, response_style="action")
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     train_sft(tiny, demos, tmp, epochs=WARM_START["epochs"], lr=WARM_START["lr"], batch_size=WARM_START["batch_size"],
               max_prompt_len=SETTINGS["max_prompt_len"], seed=WARM_START["seed"], progress_every_s=-1, log=None)
-    os.replace(tmp, out)
+    try:
+        os.replace(tmp, out)
+    except OSError:  # another process built the same entry first
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
@@ -123,14 +131,14 @@ def main(argv=None) -> int:
     ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
     runs = [run(p.strip(), model, s, args.stop_iters) for p in args.preset.split(",") for s in seeds]
     ok = all(r["iters_to_target"] is not None for r in runs)
+    command = "python tuned_examples/signpost_rung0.py " + " ".join(sys.argv[1:] if argv is None else argv)
     summary = {"target": TARGET, "window": WINDOW, "stop_iters": args.stop_iters, "env_config": ENV_CONFIG,
-               "settings": SETTINGS, "command": "python tuned_examples/signpost_rung0.py " + " ".join(argv or sys.argv[1:]),
-               "runs": runs, "passed": ok}
+               "settings": SETTINGS, "command": command, "runs": runs, "passed": ok}
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
     for r in runs:
-        print(f"[rung0] {r['preset']} seed {r['seed']}: target {'reached at iteration ' + str(r['iters_to_target']) if r['iters_to_target'] else 'NOT reached'} "
-              f"({r['seconds']} s)")
+        when = f"reached at iteration {r['iters_to_target']}" if r["iters_to_target"] else "NOT reached"
+        print(f"[rung0] {r['preset']} seed {r['seed']}: target {when} ({r['seconds']} s)")
     return 0 if ok or not args.as_test else 1
 
 

@@ -1,19 +1,19 @@
 """Signpost: rooms in a row, each with coloured doors and a sign naming the one that opens.
 
-Why: rung 0 of the learning gate (docs/LEARNING_GATE.md). Any working policy-gradient loop must learn
-"open the door the sign names" from the outcome alone, in minutes on 2 CPU cores; a broken loop (advantage
-sign, old log-probs, optimizer step) must not. It follows the text-env contract (envs/base.py), so the
-runner, the analyzer, the warm start and the evaluation treat it like ALFWorld: the same `<action>` format,
-an `expert_actions` plan for the hindsight analyzer, 10 points for a win.
+Why: rung 0 of the learning gate (docs/LEARNING_GATE.md), a task any working policy-gradient loop learns from
+the outcome alone in minutes on 2 CPU cores and a broken one (advantage sign, old log-probs, optimizer step)
+does not. It follows the text-env contract (envs/base.py), so the runner, the analyzer, the warm start and
+the skill slots treat it like ALFWorld: the same `<action>` format, an `expert_actions` plan for the hindsight
+analyzer, 10 points for a win.
 
 A task id fixes every room's door order and the door its sign names (seeded, machine-independent). A wrong
 door is locked and the agent stays (it may try again until `max_steps`); the right one leads to the next
 room; passing the last room's door wins. With `signs=False` every door opens and no sign is shown (the
-expert still names the seeded door, a uniform pick among them): a warm start there learns the format (and to
-read skills) but not the signs, so the warm-started policy starts the signed game at chance, 1 / n_doors per
-room.
+expert still names the seeded door, a uniform pick): a warm start there learns the format but not the signs,
+so it starts the signed game at chance, 1 / n_doors per room. `fixed_sign` makes the sign name one colour in
+every room (rung 0's recipe): reading a sign that changes is a copy the tiny model needs far more than
+minutes of RL for (bench/signpost_copy_probe.py).
 """
-
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -73,7 +73,7 @@ class SignpostEnv(TextEnv):
         lo, hi = SPLITS[self.split]
         return [f"signpost-{self.split}-{i}" for i in range(hi - lo)]
 
-    def _layout(self, task_id: str) -> list[tuple[list[str], str]]:
+    def _layout(self, task_id: str) -> list[tuple[list[str], str, list[str]]]:
         """Per room: (doors in the order shown, the door the sign names, the graffiti colours in the order shown)."""
         try:
             split, idx = task_id.rsplit("-", 2)[1:]
