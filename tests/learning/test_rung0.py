@@ -1,5 +1,5 @@
 """Rung 0 of the learning gate: through the real RLlib Algorithm, Learner and connectors, the tiny model's GRPO
-goes from chance to >= 90 % success on Signpost within a fixed number of iterations on every seed tried, and OPID
+goes from chance to >= 90 % success on Signpost within a fixed number of iterations, and OPID
 with the built-in analyzer learns it too (tuned_examples/signpost_rung0.py; docs/LEARNING_GATE.md). A loop with the
 advantage sign flipped or no optimizer step fails to learn; one fed the old log-probs of other rows still learns
 (one optimizer step per iteration: the ratio only reweights), and fails the on-policy check instead (checked by hand,
@@ -40,7 +40,10 @@ def test_the_format_only_base_starts_at_chance(rung0):
     assert res["curve"][0] <= 0.4
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+# Seed 0 only, to keep the suite near 10 minutes on 2 cores: seeds 0-2 run in `python tuned_examples/signpost_rung0.py
+# --preset grpo --seeds 0,1,2 --as-test` (bench/results/learning_rung0.json), and the deliberate breaks were checked
+# against this test.
+@pytest.mark.parametrize("seed", [0])
 def test_grpo_learns_signpost(rung0, seed):
     recipe, base = rung0
     res = recipe.run("grpo", base, seed=seed)
