@@ -1,5 +1,5 @@
-"""Signpost per-step prompt: short, in the shared layout (task line, history window, observation, commands,
-format paragraph), so skills go in the same slots as in ALFWorld and a tiny model trains on it in seconds."""
+"""Signpost per-step prompt: short, in the shared layout (task line, history window, observation, format
+paragraph), so skills go in the same slots as in ALFWorld and a tiny model trains on it in seconds."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from opid_rllib.prompts._common import TURN_ANCHOR, format_history, history_wind
 
 TASK_MARKER = "Your task is to:"
 INSTRUCTION = TURN_ANCHOR + ": <think> </think> <action>open colour door</action>"
-# The commands are named by their form, not listed: a listed command would put every door's colour in the
-# prompt, and then only the sign's position, not its words, tells the right one (a copy a 3M-parameter model
-# does not learn in minutes; docs/LEARNING_GATE.md).
+# The commands are named by their form, not listed (the env still reports them in admissible_actions): a list
+# would put every door's colour in the prompt, so that only the sign's position, not its words, tells the right
+# one, and would double the prompt that every rollout and update pays for.
 TEMPLATE = "{task_line}\n{history}{obs}\n" + INSTRUCTION
 
 # Generation stops right after the first of these (the response is complete once the action is).
