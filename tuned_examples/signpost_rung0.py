@@ -115,6 +115,30 @@ def run(preset: str, model, seed: int, stop_iters: int = STOP_ITERS, log=print, 
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
+def plot_curves(runs: list[dict], path: str) -> None:
+    """Training success per iteration, one line per preset and seed, with the target."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("[rung0] no plot: matplotlib is not installed (pip install matplotlib)")
+        return
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for r in runs:
+        ax.plot(range(1, len(r["curve"]) + 1), r["curve"], marker=".", label=f"{r['preset']} seed {r['seed']}")
+    ax.axhline(TARGET, color="grey", linestyle="--", linewidth=1, label=f"target ({WINDOW}-iteration mean)")
+    ax.set(xlabel="training iteration", ylabel="success (training rollouts)", ylim=(0, 1.02),
+           title="Signpost, rung 0 of the learning gate")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"[rung0] wrote the success curve to {path}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="grpo", help="grpo | opid | any preset (opid_rllib/presets.py); "
@@ -123,6 +147,7 @@ def main(argv=None) -> int:
     ap.add_argument("--stop-iters", type=int, default=STOP_ITERS)
     ap.add_argument("--as-test", action="store_true", help="exit 1 unless every seed reaches the target")
     ap.add_argument("--json", default=None, help="write the curves here")
+    ap.add_argument("--plot", default=None, help="draw the success curves into this PNG (needs matplotlib)")
     args = ap.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     import ray
@@ -135,7 +160,11 @@ def main(argv=None) -> int:
     summary = {"target": TARGET, "window": WINDOW, "stop_iters": args.stop_iters, "env_config": ENV_CONFIG,
                "settings": SETTINGS, "command": command, "runs": runs, "passed": ok}
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
+        print(f"[rung0] wrote the curves to {args.json}")
+    if args.plot:
+        plot_curves(runs, args.plot)
     for r in runs:
         when = f"reached at iteration {r['iters_to_target']}" if r["iters_to_target"] else "NOT reached"
         print(f"[rung0] {r['preset']} seed {r['seed']}: target {when} ({r['seconds']} s)")

@@ -321,11 +321,12 @@ def test_quickstart_modes(tmp_path):
     script = Path(__file__).resolve().parents[2] / "scripts" / "quickstart.sh"
     bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
     bin_dir.mkdir()
-    for cmd in ("opid-sft", "opid-train", "opid-export", "opid-eval", "opid-report"):
+    for cmd in ("opid-sft", "opid-train", "opid-export", "opid-eval", "opid-report", "python-stub"):
         (bin_dir / cmd).write_text(f'#!/bin/sh\necho "{cmd} $* threads=$OMP_NUM_THREADS" >> "{log}"\n')
         (bin_dir / cmd).chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "SFT_TASKS", "ITERS", "PANEL")}
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    env["PYTHON"] = str(bin_dir / "python-stub")  # the closing learning check runs $PYTHON tuned_examples/...
 
     def run(*args):
         log.unlink(missing_ok=True)
@@ -335,8 +336,14 @@ def test_quickstart_modes(tmp_path):
 
     p, calls = run()
     assert p.returncode == 0, p.stderr
-    assert [c.split()[0] for c in calls] == ["opid-sft", "opid-train", "opid-export", "opid-eval", "opid-report"]
+    assert [c.split()[0] for c in calls] == ["opid-sft", "opid-train", "opid-export", "opid-eval", "opid-report",
+                                             "python-stub"]
     assert "--tasks 20 --epochs 1" in calls[0] and calls[0].endswith("threads=1")
+    assert "tuned_examples/signpost_rung0.py --preset grpo" in calls[5] and "--plot" in calls[5]
+    assert "Learning check: " + str(tmp_path / "out" / "rung0" / "success.png") in p.stdout
+    env["RUNG0"] = "0"
+    assert [c.split()[0] for c in run()[1]][-1] == "opid-report"
+    del env["RUNG0"]
     assert "--stop-iters 1" in calls[1] and "--panel alfworld/smoke@v1" in calls[3]
     p, calls = run("--full")
     assert p.returncode == 0 and "--tasks 330 --epochs 4" in calls[0] and calls[0].endswith("threads=")
