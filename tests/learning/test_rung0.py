@@ -61,12 +61,14 @@ def test_opid_learns_signpost(rung0):
 
 def test_as_test_fails_a_run_that_misses_the_target(rung0, tmp_path):
     """The script's --as-test is RLlib's: exit 1 when a seed does not reach the target (one iteration cannot fill
-    the 3-iteration window), with the curves written to --json."""
+    the 3-iteration window), with the curves written to --json and drawn to --plot."""
     import json
 
     recipe, _ = rung0
-    out = tmp_path / "rung0.json"
-    assert recipe.main(["--preset", "grpo", "--seeds", "0", "--stop-iters", "1", "--as-test", "--json", str(out)]) == 1
+    out, png = tmp_path / "rung0.json", tmp_path / "plots" / "success.png"
+    assert recipe.main(["--preset", "grpo", "--seeds", "0", "--stop-iters", "1", "--as-test", "--json", str(out),
+                        "--plot", str(png)]) == 1
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     res = json.loads(out.read_text())
     assert res["passed"] is False and [len(r["curve"]) for r in res["runs"]] == [1]
     assert res["runs"][0]["iters_to_target"] is None
