@@ -22,18 +22,20 @@ COLOURS = ("red", "blue", "green", "yellow")
 
 
 def _samples(tok, env, ids):
-    from opid_rllib.prompts import build_prompt, chat_prompt
+    """(prompt ids, response ids) of each room's first step, encoded as the warm start encodes its demos."""
+    from opid_rllib.prompts import build_prompt, encode_prompts
+    from opid_rllib.sft.responses import expert_response
+    from opid_rllib.sft.train import encode_response
 
-    out = []
+    prompts, responses = [], []
     for tid in ids:
         obs, info = env.reset(options={"task_id": tid})
-        prompt = build_prompt("signpost", task=info["task"], obs=obs, admissible=info["admissible_actions"],
-                              history_length=2)
-        p = tok(chat_prompt(tok, prompt), add_special_tokens=False).input_ids
-        r = tok(f"<think></think>\n<action>{info['expert_actions'][0]}</action><|im_end|>",
-                add_special_tokens=False).input_ids
-        out.append((p, r))
-    return out
+        prompts.append(build_prompt("signpost", task=info["task"], obs=obs, admissible=info["admissible_actions"],
+                                    history_length=2))
+        responses.append(encode_response(tok, expert_response("signpost", task=info["task"],
+                                                              action=info["expert_actions"][0], style="action")))
+    prompt_ids, _ = encode_prompts(tok, prompts, 2048, False)
+    return [(list(p), r) for p, r in zip(prompt_ids, responses)]
 
 
 def p_right(model, samples, colour_ids) -> float:

@@ -62,12 +62,13 @@ phase "report"
 opid-report "$OUT/train"
 # The loop learns: GRPO on Signpost (rung 0 of the learning gate, docs/LEARNING_GATE.md), from chance to 90 %
 # success in about 16 iterations (1.5-2 min); the curve goes to a PNG. RUNG0=0 skips it.
-if [[ ${RUNG0:-1} != 0 ]]; then
+RUNG0=${RUNG0:-1}
+if [[ $RUNG0 != 0 ]]; then
   phase "learning check: GRPO on Signpost until 90 % success"
   "${PYTHON:-python}" "$(dirname "$0")/../tuned_examples/signpost_rung0.py" --preset grpo --seeds 0 \
     --json "$OUT/rung0/rung0.json" --plot "$OUT/rung0/success.png"
 fi
 phase "done"
 echo "TensorBoard: tensorboard --logdir $OUT/train ; report: $OUT/train/report/index.html"
-if [[ ${RUNG0:-1} != 0 ]]; then echo "Learning check: $OUT/rung0/success.png (curves in $OUT/rung0/rung0.json)"; fi
+if [[ $RUNG0 != 0 ]]; then echo "Learning check: $OUT/rung0/success.png (curves in $OUT/rung0/rung0.json)"; fi
 if [[ $MODE == quick ]]; then echo "Next: scripts/quickstart.sh --full (the full recipe, 25-55 min on 2 cores)"; fi

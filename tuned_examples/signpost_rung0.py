@@ -50,7 +50,7 @@ WARM_START = dict(tasks=200, epochs=2, lr=3e-3, batch_size=8, seed=0, skill_frac
 def warm_start(cache_dir: str | os.PathLike | None = None) -> Path:
     """The format-only base (see the module doc), built once per cache folder and its recipe."""
     from opid_rllib.models import resolve_model
-    from opid_rllib.models.cache import default_cache_dir
+    from opid_rllib.models.cache import _build_cached, default_cache_dir
     from opid_rllib.sft.demos import collect_demonstrations
     from opid_rllib.sft.train import train_sft
 
@@ -61,19 +61,13 @@ def warm_start(cache_dir: str | os.PathLike | None = None) -> Path:
         env_kwargs={"signs": False}, response_style="action")
     key = hashlib.sha256(json.dumps([WARM_START, tiny.name, [(d.prompt, d.response) for d in demos]],
                                     sort_keys=True).encode()).hexdigest()[:8]
-    out = Path(cache_dir or default_cache_dir()) / "models" / f"signpost-format-{key}"
-    if (out / "config.json").exists():
-        return out
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    train_sft(tiny, demos, tmp, epochs=WARM_START["epochs"], lr=WARM_START["lr"], batch_size=WARM_START["batch_size"],
-              max_prompt_len=SETTINGS["max_prompt_len"], seed=WARM_START["seed"], progress_every_s=-1, log=None)
-    try:
-        os.replace(tmp, out)
-    except OSError:  # another process built the same entry first
-        import shutil
+    def build(tmp: Path) -> None:
+        train_sft(tiny, demos, tmp, epochs=WARM_START["epochs"], lr=WARM_START["lr"],
+                  batch_size=WARM_START["batch_size"], max_prompt_len=SETTINGS["max_prompt_len"],
+                  seed=WARM_START["seed"], progress_every_s=-1, log=None)
 
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    # The model cache's own builder: a temp sibling renamed into place, a racing build tolerated, a failed one removed.
+    return _build_cached(Path(cache_dir or default_cache_dir()) / "models" / f"signpost-format-{key}", build)
 
 
 def make_config(preset: str, model: str | os.PathLike, seed: int, **overrides):
