@@ -31,9 +31,10 @@ from ray.rllib.utils.metrics import (
 )
 
 from opid_rllib import process_rng
-from opid_rllib.groups import attach_outcome_advantages, shard_by_group, shuffle_skills_across_tasks
+from opid_rllib.groups import (attach_outcome_advantages, content_free_skills, shard_by_group,
+                               shuffle_skills_across_tasks)
 # ANALYZERS is re-exported: opid_rllib/cli/train_parser.py imports it from here.
-from opid_rllib.settings import ANALYZERS, OPID_DEFAULTS, RLLIB_TRAINING_KEYS  # noqa: F401
+from opid_rllib.settings import ANALYZERS, EXPERIMENTAL_SETTINGS, OPID_DEFAULTS, RLLIB_TRAINING_KEYS  # noqa: F401
 
 # The algorithm state's entry for what RLlib's checkpoint leaves out: every process's random generators and the
 # env runners' skill caches (OPID._resume_state).
@@ -73,9 +74,21 @@ class OPIDConfig(AlgorithmConfig):
         return self
 
     def training(self, **kw) -> "OPIDConfig":
+        fenced = sorted(k for k in kw if k in EXPERIMENTAL_SETTINGS)
+        if fenced:
+            raise TypeError(f"{fenced[0]}: not in the paper; set it with OPIDConfig().experimental({fenced[0]}=...) "
+                            f"({EXPERIMENTAL_SETTINGS[fenced[0]]})")
         ours = {k: kw.pop(k) for k in list(kw) if k in OPID_DEFAULTS}
         super().training(**kw)
         return self._set(**ours)
+
+    def experimental(self, **kw) -> "OPIDConfig":
+        """Settings not in the paper (settings.EXPERIMENTAL_SETTINGS): research extensions and controls."""
+        other = sorted(k for k in kw if k not in EXPERIMENTAL_SETTINGS)
+        if other:
+            raise TypeError(f"experimental({other[0]}=...): not an experimental setting; choose from "
+                            f"{sorted(EXPERIMENTAL_SETTINGS)} (the paper's settings go in .training() or .llm())")
+        return self._set(**kw)
 
     def llm(self, **kw) -> "OPIDConfig":
         """Model and rollout settings: model, dtype, generation_backend, max_new_tokens, ..."""
@@ -151,11 +164,27 @@ class OPID(Algorithm):
         ids = list(probe.task_ids())
         probe.close()
         rng = np.random.default_rng(cfg.seed if cfg.seed is not None else 0)
-        if cfg.train_task_fraction < 1.0:  # the paper's sample-efficiency study: a fixed subset
+        if cfg.train_task_ids is not None:  # a fixed set named by the user (the learning gate's games)
+            unknown = sorted(set(cfg.train_task_ids) - set(ids))
+            if unknown:
+                raise ValueError(f"train_task_ids: {len(unknown)} not among env {cfg.env!r}'s tasks "
+                                 f"(split {dict(cfg.env_config).get('split', 'train')!r}), e.g. {unknown[0]!r}")
+            ids = list(cfg.train_task_ids)
+        elif cfg.train_task_fraction < 1.0:  # the paper's sample-efficiency study: a fixed subset
             keep = max(1, int(round(len(ids) * cfg.train_task_fraction)))
             ids = sorted(rng.choice(ids, size=keep, replace=False).tolist())
         self._train_task_ids = ids
         self._task_rng = rng
+
+    def _tokenizer(self):
+        """The policy's tokenizer on the driver (the content-free control counts skill tokens with it)."""
+        if getattr(self, "_driver_tokenizer", None) is None:
+            from transformers import AutoTokenizer
+
+            from opid_rllib.models import resolve_model
+
+            self._driver_tokenizer = AutoTokenizer.from_pretrained(str(resolve_model(self.config.llm_model)))
+        return self._driver_tokenizer
 
     def _run_dir(self) -> str:
         """Where skill dumps go: config.run_dir, else the Tune trial's own directory when it is on the
@@ -188,6 +217,8 @@ class OPID(Algorithm):
         if cfg.shuffle_skills:
             missing = shuffle_skills_across_tasks(episodes, seed=self.iteration + 1)
             self.metrics.log_value(("opid", "shuffled_without_donor"), missing, window=1)
+        if cfg.content_free_skills:
+            content_free_skills(episodes, self._tokenizer())
         self._log_rollout_metrics(episodes)
         self.metrics.log_value(("opid", "timers", "outcome_adv_s"), time.perf_counter() - t0, window=1)
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):

@@ -5,9 +5,9 @@ message before Ray starts (OPIDConfig.validate raises it)."""
 from __future__ import annotations
 
 from opid_rllib.advantages import OUTCOME_MODES
-from opid_rllib.analyzer.base import ANALYZER_CHOICES
+from opid_rllib.analyzer.registry import ANALYZER_CHOICES
 from opid_rllib.connectors.teacher_samples import TEACHER_SAMPLE_ROWS
-from opid_rllib.generation.base import BACKENDS
+from opid_rllib.generation.registry import BACKENDS
 from opid_rllib.groups import INVALID_ACTION_SOURCES
 from opid_rllib.routing import ROUTING_MODES
 from opid_rllib.settings import ANALYZERS, OPID_DEFAULTS
@@ -42,6 +42,9 @@ def config_errors(cfg) -> list[str]:
         ("group_size", isinstance(cfg.group_size, int) and cfg.group_size >= 1, "an int >= 1 (8 in the paper)"),
         ("tasks_per_iter", isinstance(cfg.tasks_per_iter, int) and cfg.tasks_per_iter >= 1, "an int >= 1"),
         ("train_task_fraction", 0 < _num(cfg.train_task_fraction) <= 1, "in (0, 1]"),
+        ("train_task_ids", cfg.train_task_ids is None or (isinstance(cfg.train_task_ids, list) and cfg.train_task_ids
+                                                          and all(isinstance(t, str) for t in cfg.train_task_ids)),
+         "None (every task of the env) or a non-empty list of task id strings"),
         ("episode_skill_adv_weight", _num(cfg.episode_skill_adv_weight) >= 0, ">= 0"),
         ("step_skill_adv_weight", _num(cfg.step_skill_adv_weight) >= 0, ">= 0"),
         ("teacher_sample_adv_weight", _num(cfg.teacher_sample_adv_weight) >= 0, ">= 0 (0 = off)"),
@@ -68,7 +71,7 @@ def config_errors(cfg) -> list[str]:
 
     errors += lora_errors(cfg.lora)
     if cfg.analyzer in ANALYZER_CHOICES and isinstance(cfg.analyzer_config, dict):
-        from opid_rllib.analyzer.base import make_analyzer
+        from opid_rllib.analyzer.registry import make_analyzer
 
         err = None
         if "max_step_skills" in cfg.analyzer_config:
@@ -86,6 +89,11 @@ def config_errors(cfg) -> list[str]:
         errors.append("analyzer_config['api_key']: do not put keys in the config (RLlib and Tune write it to "
                       "checkpoints, params.json and results); export OPENAI_API_KEY, or name another "
                       "variable with analyzer_config['api_key_env']")
+    if cfg.shuffle_skills is True and cfg.content_free_skills is True:
+        errors.append("content_free_skills=True: shuffle_skills=True is the other control; set one of them")
+    if cfg.train_task_ids is not None and cfg.train_task_fraction < 1.0:
+        errors.append(f"train_task_fraction={cfg.train_task_fraction}: train_task_ids already names the tasks; "
+                      "leave train_task_fraction at 1.0")
     if cfg.num_learners > 1 and cfg.tasks_per_iter < cfg.num_learners:
         errors.append(f"tasks_per_iter={cfg.tasks_per_iter}: must be >= num_learners={cfg.num_learners} "
                       "(groups are never split across learners)")

@@ -76,3 +76,40 @@ def shuffle_skills_across_tasks(episodes, seed: int) -> int:
         m["skills"] = own[donors[tid]] if donors[tid] is not None else None
         m["skills_from"] = donors[tid]
     return sum(d is None for d in donors.values())
+
+
+# The content-free control's filler: plain words that say nothing about any task.
+CONTENT_FREE_FILLER = "This note is intentionally left blank and carries no advice. "
+
+
+def content_free_text(n_tokens: int, tokenizer, filler: str = CONTENT_FREE_FILLER) -> str:
+    """Filler text of exactly `n_tokens` tokens (as `tokenizer` encodes it alone), e.g. to stand in for a skill."""
+    if n_tokens <= 0:
+        return ""
+    ids = tokenizer(filler * (n_tokens // 4 + 2), add_special_tokens=False).input_ids[:n_tokens]
+    text = tokenizer.decode(ids).strip()
+    # decode/encode need not round-trip on a cut word; trim words until the count is not above n
+    while text and len(tokenizer(text, add_special_tokens=False).input_ids) > n_tokens:
+        text = text.rsplit(" ", 1)[0] if " " in text else ""
+    return text
+
+
+def content_free_skills(episodes, tokenizer) -> int:
+    """The prompt-shift control, on the driver like the shuffled one: every skill text (episode and step) is
+    replaced by content-free filler of the same token length, so the skill prompt differs from the plain one by
+    as much text as the real skill but holds no guidance; the real skills are kept under "own_skills". Returns
+    how many trajectories carried skills."""
+    n = 0
+    for ep in episodes:
+        m = ep.custom_data["opid"]
+        sk = m.get("skills")
+        m["own_skills"] = sk
+        if not sk:
+            continue
+        count = lambda t: len(tokenizer(t, add_special_tokens=False).input_ids)  # noqa: E731
+        m["skills"] = dict(sk, episode_skill=content_free_text(count(sk.get("episode_skill") or ""), tokenizer),
+                           step_skills={k: content_free_text(count(v), tokenizer)
+                                        for k, v in (sk.get("step_skills") or {}).items()})
+        n += 1
+    return n
+

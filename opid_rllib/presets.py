@@ -27,6 +27,7 @@ PRESETS: dict[str, dict] = {
     # Control for prompt noise (issue: "OPID with shuffled skills"): each trajectory gets the skills
     # written for another task; a gain that survives this is not guidance.
     "opid_shuffled": {"shuffle_skills": True},
+    "opid_content_free": {"content_free_skills": True},
 }
 
 # Sizes that run end to end on a 2-core laptop CPU with the tiny model (nanoGPT spirit); about a minute

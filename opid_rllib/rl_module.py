@@ -91,7 +91,7 @@ class LLMRLModule(TorchRLModule):
                 self._backend = HFBackend(model=self.model, tokenizer=self.tokenizer,
                                           **cfg.get("backend_kwargs", {}))
             else:
-                from opid_rllib.generation.base import make_backend
+                from opid_rllib.generation.registry import make_backend
 
                 kw = dict(cfg.get("backend_kwargs", {}))
                 kw.setdefault("dtype", cfg.get("dtype", "float32"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opid_rllib.analyzer.base import ANALYZER_CHOICES
+from opid_rllib.analyzer.registry import ANALYZER_CHOICES
 
 # Compute dtypes (OPIDConfig.dtype, the CLIs' --dtype). SFT trains without loss scaling, so not in float16.
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
@@ -28,6 +28,9 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     "lora": (None, dict),
     # groups
     "group_size": (8, int), "tasks_per_iter": (16, int), "train_task_fraction": (1.0, float),
+    # An explicit list of the env's task ids to train on (None: all of them, or train_task_fraction of them);
+    # the learning gate trains on a fixed set of games.
+    "train_task_ids": (None, list),
     # advantage
     "outcome_adv_norm": ("mean_std", str), "outcome_adv_weight": (1.0, float),
     "invalid_action_penalty": (0.1, float),
@@ -43,6 +46,9 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     # The shuffled-skills control: every trajectory is re-scored with the skills written for a
     # trajectory of another task (routing.shuffled_skill_donors), so Delta is prompt noise only.
     "shuffle_skills": (False, bool),
+    # The prompt-shift control: every skill replaced by content-free filler of the same token length
+    # (groups.content_free_skills), so Delta measures what inserting that much text does to the log-probs.
+    "content_free_skills": (False, bool),
     "skill_adv_in_advantage": (True, bool),
     # Teacher samples (connectors/teacher_samples.py, not in the paper): w_T > 0 adds, per skill-routed
     # row, a response sampled under the skill prompt with advantage w_T * Delta_T.
@@ -64,6 +70,24 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     # Where skill dumps go (None: the trial directory Tune gives the algorithm).
     "run_dir": (None, str),
 }
+# Settings that are not in the paper: research extensions and controls, set with OPIDConfig.experimental(...) (TRL
+# keeps such features under trl.experimental), each with the study that motivated it (docs/STUDIES.md,
+# docs/LEARNING_GATE.md). The paper's path reads without them; .training() refuses them.
+EXPERIMENTAL_SETTINGS: dict[str, str] = {
+    "teacher_sample_adv_weight": "teacher samples (connectors/teacher_samples.py): a response sampled under the "
+                                 "skill prompt per routed row; the teacher-samples study",
+    "teacher_sample_rows": "which rows draw teacher samples ('step' or 'routed'); the teacher-samples study",
+    "teacher_sample_sft_coeff": "forward KL to the skill teacher on its own samples (pi-Distill's term); the "
+                                "teacher-SFT study",
+    "teacher_anchor_coeff": "KL(pi_theta || pi_ref) on the skill prompt, to keep skill reading; kept as the "
+                            "SmolLM2 study's proposed fix, not yet measured to help",
+    "shuffle_skills": "the shuffled-skills control: skills written for another task (the learning gate)",
+    "content_free_skills": "the prompt-shift control: content-free filler of the skill's token length (the "
+                           "learning gate)",
+    "invalid_action_source": "what the invalid-action penalty counts ('format' is the reference's); the "
+                             "penalty studies",
+}
+
 ANALYZERS = (*ANALYZER_CHOICES, "none")  # "none": GRPO without analysis
 
 

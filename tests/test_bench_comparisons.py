@@ -1,4 +1,4 @@
-"""bench/comparisons.py: the ledger of every OPID-vs-GRPO arm in bench/results, and the README's copy of it."""
+"""bench/comparisons.py: the ledger of every OPID-vs-GRPO arm in bench/results, and docs/RESULTS.md's copy of it."""
 
 from __future__ import annotations
 
@@ -55,17 +55,17 @@ def test_rows_pair_each_arm_with_grpo_on_the_same_seed_and_merge_rereports(tmp_p
     assert cmp.rows_of("s.json", seen)[0]["file"] == "s.json (alfworld/valid_seen@v1)"  # never mixed in silently
 
 
-def test_the_readme_ledger_is_what_the_script_prints_from_the_repos_results(capsys, bench_module):
+def test_the_results_ledger_is_what_the_script_prints_from_the_repos_results(capsys, bench_module):
     """The README's table of every comparison must be regenerated when a results file changes."""
     cmp = bench_module("comparisons")
     assert cmp.main([]) == 0
     out = capsys.readouterr().out
     table = out.split("\n\n")[0].strip()
     assert table.count("\n") >= 10, table  # one line per arm of a dozen results files
-    readme = (REPO / "README.md").read_text()
-    assert table in readme, "README ledger stale: paste `python bench/comparisons.py`"
+    readme = (REPO / "docs" / "RESULTS.md").read_text()
+    assert table in readme, "docs/RESULTS.md ledger stale: paste `python bench/comparisons.py`"
     noise = next(line for line in out.splitlines() if line.startswith("per-seed differences to GRPO"))
-    assert noise in " ".join(readme.split()), "README's seed-noise line stale: paste it from bench/comparisons.py"
+    assert noise in " ".join(readme.split()), "docs/RESULTS.md's seed-noise line stale: paste it from bench/comparisons.py"
 
 
 def test_short_labels_name_the_t_arm_and_its_variants(bench_module):

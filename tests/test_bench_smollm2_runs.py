@@ -53,13 +53,13 @@ def test_rows_pair_each_job_with_grpo_of_its_seed_and_count_games_and_training_w
     assert "| smollm2_study_x | float32 40f8787d | 1e-05 | T | 1 | 25.0 (2 / 8) | - | - | 31.2 | - | 0 / 48 |" in out
 
 
-def test_the_readme_holds_the_table_the_script_prints_from_the_repos_studies(capsys, bench_module):
+def test_the_results_doc_holds_the_table_the_script_prints_from_the_repos_studies(capsys, bench_module):
     """Commit a finished job's runs/*.json and the README's table must be pasted again."""
     assert bench_module("smollm2_runs").main([]) == 0
     table = capsys.readouterr().out.strip()
     assert table.count("\n") >= 8, table  # the bf16 studies' jobs alone fill eight rows
-    readme = "\n".join(line.strip() for line in (REPO / "README.md").read_text().splitlines())  # list indent
-    assert table in readme, "README's SmolLM2 table stale: paste `python bench/smollm2_runs.py` (indented 2 spaces)"
+    readme = "\n".join(line.strip() for line in (REPO / "docs" / "RESULTS.md").read_text().splitlines())  # list indent
+    assert table in readme, "docs/RESULTS.md's SmolLM2 table stale: paste `python bench/smollm2_runs.py` (indented 2 spaces)"
 
 
 def test_bases_sets_one_seeds_base_plays_side_by_side_across_warm_starts(tmp_path, bench_module, capsys):

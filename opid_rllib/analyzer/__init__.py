@@ -1,18 +1,12 @@
 """Trajectory analyzers: finished trajectory in, episode/step skills out (see docs/DESIGN.md)."""
 
-from opid_rllib.analyzer.base import (
-    ANALYZER_CHOICES,
-    Analyzer,
-    Skills,
-    StepRecord,
-    TrajectoryRecord,
-    make_analyzer,
-)
+from opid_rllib.analyzer.base import Analyzer, Skills, StepRecord, TrajectoryRecord
 from opid_rllib.analyzer.hindsight import HindsightAnalyzer
 from opid_rllib.analyzer.openai_backend import OpenAIAnalyzer
 from opid_rllib.analyzer.parsing import ParseError, parse_analysis
 from opid_rllib.analyzer.pool import AnalyzerPool
 from opid_rllib.analyzer.prompt import build_analysis_prompt, build_retry_prompt
+from opid_rllib.analyzer.registry import ANALYZER_CHOICES, make_analyzer
 
 __all__ = [
     "ANALYZER_CHOICES",

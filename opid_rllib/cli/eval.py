@@ -17,7 +17,7 @@ from typing import Sequence
 
 from opid_rllib.cli import json_object_arg, key_value_args, warn_slow_dtype
 from opid_rllib.eval.panel import ENV_DEFAULTS, ENV_NAMES, MAIN_PANELS, EvalError
-from opid_rllib.generation.base import BACKENDS
+from opid_rllib.generation.registry import BACKENDS
 from opid_rllib.presets import model_default
 from opid_rllib.settings import DTYPE_NAMES
 

@@ -14,6 +14,7 @@ from opid_rllib.cli import env_kwargs_arg, json_object_arg, key_value_args, warn
 from opid_rllib.cli.run_log import jsonable_result, open_run_logs, write_tensorboard
 from opid_rllib.cli.train_parser import build_parser
 from opid_rllib.presets import CPU_TINY, apply_preset, model_default
+from opid_rllib.settings import EXPERIMENTAL_SETTINGS
 from opid_rllib.sweep_select import REPEAT_KEYS, grid_points, searched_keys, seed_trials
 
 # What the progress table shows while a run is going.
@@ -70,8 +71,11 @@ def apply_overrides(cfg, args):
     train = {k: getattr(args, k) for k in _TRAIN_FLAGS if getattr(args, k, None) is not None}
     if llm:
         cfg.llm(**llm)
+    experimental = {k: train.pop(k) for k in list(train) if k in EXPERIMENTAL_SETTINGS}
     if train:
         cfg.training(**train)
+    if experimental:
+        cfg.experimental(**experimental)
     if getattr(args, "seed", None) is not None:
         cfg.debugging(seed=args.seed)
     if getattr(args, "analyzer", None) is not None:

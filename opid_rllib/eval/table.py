@@ -41,7 +41,7 @@ def command_kind(command: str) -> str:
 
 def _agreement_counts(env_name: str, records: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
     """{kind of the expert's next command: [steps agreeing, steps with that plan]}."""
-    from opid_rllib.sft.responses import same_action
+    from opid_rllib.prompts.commands import same_action
 
     counts: dict[str, list[int]] = {}
     for r in records:

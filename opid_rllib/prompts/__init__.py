@@ -9,27 +9,15 @@ from __future__ import annotations
 from typing import Sequence
 
 from opid_rllib.prompts import alfworld, searchqa, signpost, webshop
-from opid_rllib.prompts._common import TURN_ANCHOR
+from opid_rllib.prompts._common import ENV_NAMES, TURN_ANCHOR, canonical_env_name
 from opid_rllib.prompts.chat import chat_prompt, encode_prompts, truncate_left
 from opid_rllib.prompts.projection import project_action
 from opid_rllib.prompts.skills import insert_skills
 
-ENV_NAMES = ("alfworld", "webshop", "searchqa", "signpost")
 _BUILDERS = {"alfworld": alfworld.build, "webshop": webshop.build, "searchqa": searchqa.build,
              "signpost": signpost.build}
 _STOP_STRINGS = {"alfworld": alfworld.STOP_STRINGS, "webshop": webshop.STOP_STRINGS, "searchqa": searchqa.STOP_STRINGS,
                  "signpost": signpost.STOP_STRINGS}
-
-
-def canonical_env_name(env_name: str) -> str:
-    """'alfworld', 'ALFWorld', 'opid/alfworld-v0' ... -> 'alfworld'."""
-    low = str(env_name).lower()
-    for name in ENV_NAMES:
-        if name in low:
-            return name
-    if "search" in low:
-        return "searchqa"
-    raise ValueError(f"env_name={env_name!r}: no prompt template; known: {', '.join(ENV_NAMES)}")
 
 
 def action_stop_strings(env_name: str) -> tuple[str, ...]:

@@ -9,6 +9,20 @@ from __future__ import annotations
 
 from typing import Sequence
 
+ENV_NAMES = ("alfworld", "webshop", "searchqa", "signpost")
+
+
+def canonical_env_name(env_name: str) -> str:
+    """'alfworld', 'ALFWorld', 'opid/alfworld-v0' ... -> 'alfworld'."""
+    low = str(env_name).lower()
+    for name in ENV_NAMES:
+        if name in low:
+            return name
+    if "search" in low:
+        return "searchqa"
+    raise ValueError(f"env_name={env_name!r}: no prompt template; known: {', '.join(ENV_NAMES)}")
+
+
 # Every template ends with a paragraph starting with this anchor; skills.py inserts the
 # critical-step skill right before it.
 TURN_ANCHOR = "Now it's your turn"

@@ -56,7 +56,7 @@ def _project_search(text: str) -> tuple[str, bool]:
 
 def project_action(env_name: str, response_text: str) -> tuple[str, bool]:
     """(action to send to the env, response follows the required format)."""
-    from opid_rllib.prompts import canonical_env_name
+    from opid_rllib.prompts._common import canonical_env_name
 
     name = canonical_env_name(env_name)
     if name == "searchqa":

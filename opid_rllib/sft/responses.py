@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 
 from opid_rllib.prompts import canonical_env_name
+from opid_rllib.prompts.commands import command_key, same_action, searchqa_block  # noqa: F401 (re-exported)
 from opid_rllib.prompts.projection import _CJK
 
 MAX_THINK_TASK_WORDS = 10
-_SEARCH_BLOCK = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
 _TAGS = re.compile(r"</?(think|action|search|answer|information)>", re.IGNORECASE)
 
 
@@ -27,14 +27,6 @@ def _short_task(task: str, max_words: int = MAX_THINK_TASK_WORDS) -> str:
     if not words:
         return "finish the task"
     return " ".join(words[:max_words]) + (" ..." if len(words) > max_words else "")
-
-
-def searchqa_block(expert_action: str) -> tuple[str, str]:
-    """('search'|'answer', inner text) of a searchqa expert action; plain text counts as an answer."""
-    m = _SEARCH_BLOCK.search(str(expert_action))
-    if m is None:
-        return "answer", " ".join(str(expert_action).split())
-    return m.group(1), " ".join(m.group(2).split())
 
 
 RESPONSE_STYLES = ("reasoned", "action")
@@ -72,14 +64,3 @@ def checked_response(env_name: str, *, task: str, action: str, style: str) -> tu
     if not valid or not same_action(env_name, projected, action):
         return None
     return response, projected
-
-
-def command_key(command: str) -> str:
-    """A command as compared: lower case, whitespace collapsed."""
-    return " ".join(str(command).lower().split())
-
-
-def same_action(env_name: str, projected: str, expert: str) -> bool:
-    if canonical_env_name(env_name) == "searchqa":
-        return searchqa_block(projected) == searchqa_block(expert)
-    return command_key(projected) == command_key(expert)

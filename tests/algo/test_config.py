@@ -116,3 +116,32 @@ def test_reference_recipes_take_the_reference_ppo_minibatch():
                        ("searchqa_opid_gpu.py", 512)):
         cfg = runpy.run_path(os.path.join(root, name), run_name="x")["config"]
         assert cfg.minibatch_size * cfg.num_learners == want, name
+
+
+def test_train_task_ids_names_the_tasks_and_bad_ones_are_refused():
+    for value, said in (([], "train_task_ids=[]: must be None"), (["a", 3], "train_task_ids=['a', 3]: must be None"),
+                        ("abc", "train_task_ids='abc': expected list")):
+        c = OPIDConfig().training(train_task_ids=value)
+        with pytest.raises(ValueError, match="Invalid OPIDConfig") as info:
+            c.validate()
+        assert said in str(info.value), str(info.value)
+    c = OPIDConfig().training(train_task_ids=["x"], train_task_fraction=0.5)
+    with pytest.raises(ValueError, match="train_task_ids already names the tasks"):
+        c.validate()
+    c = OPIDConfig().experimental(shuffle_skills=True, content_free_skills=True)
+    with pytest.raises(ValueError, match="content_free_skills=True: shuffle_skills=True is the other control"):
+        c.validate()
+
+
+def test_research_settings_are_fenced_in_experimental():
+    """Settings not in the paper live in .experimental(...); .training() refuses them with the pointer."""
+    from opid_rllib.settings import EXPERIMENTAL_SETTINGS, OPID_DEFAULTS
+
+    assert set(EXPERIMENTAL_SETTINGS) <= set(OPID_DEFAULTS)
+    for name in EXPERIMENTAL_SETTINGS:
+        with pytest.raises(TypeError, match=rf"{name}: not in the paper; set it with OPIDConfig\(\).experimental"):
+            OPIDConfig().training(**{name: OPID_DEFAULTS[name][0]})
+    c = OPIDConfig().experimental(teacher_sample_adv_weight=0.5, shuffle_skills=True)
+    assert (c.teacher_sample_adv_weight, c.shuffle_skills) == (0.5, True)
+    with pytest.raises(TypeError, match=r"experimental\(lr=...\): not an experimental setting"):
+        OPIDConfig().experimental(lr=1e-5)

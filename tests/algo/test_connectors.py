@@ -375,3 +375,41 @@ def test_nonfinite_rescores_fall_back_and_are_counted(setup):
     assert metrics.peek(("opid", "nonfinite", "teacher_rows_step")) == 0
     others = np.setdiff1d(np.flatnonzero(t.use_episode), [ep_row, old_row])
     assert out["teacher_delta"][others].abs().sum() > 0   # the rest keep their teacher term
+
+
+def test_content_free_skills_control_on_real_rollouts(setup):
+    """preset opid_content_free: every skill becomes filler of the same token length (the prompt-shift control);
+    the learner routes and re-scores exactly the rows the real skills would, with the filler in the prompt."""
+    from opid_rllib.groups import CONTENT_FREE_FILLER, content_free_skills
+    from opid_rllib.presets import PRESETS
+
+    assert PRESETS["opid_content_free"] == {"content_free_skills": True}
+    cfg, episodes, module = setup
+    tok = module.tokenizer
+    count = lambda t: len(tok(t, add_special_tokens=False).input_ids)  # noqa: E731
+    eps = copy.deepcopy(episodes)
+    assert content_free_skills(eps, tok) == sum(bool(e.custom_data["opid"].get("skills")) for e in episodes) > 0
+    for ep, orig in zip(eps, episodes):
+        m, real = ep.custom_data["opid"], orig.custom_data["opid"]["skills"]
+        assert m["own_skills"] == real
+        if not real:
+            continue
+        pairs = [(m["skills"]["episode_skill"], real["episode_skill"])]
+        pairs += [(m["skills"]["step_skills"][k], v) for k, v in real["step_skills"].items()]
+        for fake, text in pairs:
+            assert fake != text and count(fake) == count(text), (fake, text)
+            assert (CONTENT_FREE_FILLER * 50).startswith(fake)  # the filler, cut at a token
+    _, t_real = run_pipeline(cfg, copy.deepcopy(episodes), module)
+    _, t_free = run_pipeline(cfg, eps, module)
+    assert list(t_free.use_episode) == list(t_real.use_episode) and list(t_free.use_step) == list(t_real.use_step)
+
+
+def test_content_free_text_has_the_asked_length():
+    from transformers import AutoTokenizer
+
+    from opid_rllib.groups import content_free_text
+    from opid_rllib.models import resolve_model
+
+    tok = AutoTokenizer.from_pretrained(str(resolve_model("tiny")))
+    for n in (0, 1, 3, 17, 60):
+        assert len(tok(content_free_text(n, tok), add_special_tokens=False).input_ids) == n

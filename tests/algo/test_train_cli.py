@@ -122,7 +122,7 @@ def test_help_lists_only_working_flags_each_with_help():
 
 def test_choices_come_from_the_code_that_accepts_them():
     from opid_rllib.algorithm import ANALYZERS
-    from opid_rllib.generation.base import BACKENDS
+    from opid_rllib.generation.registry import BACKENDS
 
     acts = {a.dest: a for a in build_parser()._actions}
     assert tuple(acts["analyzer"].choices) == ANALYZERS and tuple(acts["generation_backend"].choices) == BACKENDS

@@ -223,3 +223,28 @@ def test_checkpoint_resume_restores_weights_optimizer_and_task_stream(tmp_path):
     assert all(torch.equal(runner_w[k], b.learner_group._learner.module["default_policy"].get_state()[k])
                for k in runner_w)
     b.stop()
+
+
+def test_train_task_ids_and_the_content_free_control_end_to_end(ray_local, tmp_path):
+    """train_task_ids: only those tasks are played; content_free_skills: the skills trained on (and dumped) are filler
+    of the real skills' token lengths. An unknown task id fails at build, naming the field."""
+    from opid_rllib.groups import CONTENT_FREE_FILLER
+
+    import envs
+
+    ids = list(envs.make("searchqa").task_ids()[3:5])
+    cfg = tiny_config(train_task_ids=ids, tasks_per_iter=3, run_dir=str(tmp_path)).experimental(
+        content_free_skills=True)
+    algo = cfg.build_algo()
+    try:
+        algo.train()
+        tok = algo._tokenizer()
+    finally:
+        algo.stop()
+    recs = [json.loads(line) for line in open(glob.glob(str(tmp_path / "opid_skills" / "iter_*.jsonl"))[0])]
+    assert recs and {r["task_id"] for r in recs} <= set(ids)
+    texts = [r["skills"]["episode_skill"] for r in recs if r["skills"]]
+    assert texts and all((CONTENT_FREE_FILLER * 50).startswith(t) for t in texts)  # the filler, cut at a token
+    bad = tiny_config(train_task_ids=["no-such-task"])
+    with pytest.raises(ValueError, match="train_task_ids: 1 not among env"):
+        bad.build_algo()

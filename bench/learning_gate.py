@@ -1,0 +1,174 @@
+"""OPID against GRPO on the learning gate's rung 1 (tuned_examples/alfworld_rung1.py): four arms, paired seeds.
+
+    python bench/learning_gate.py run --arms grpo,opid,content_free,shuffled --seeds 0,1,2 --out runs/gate
+    python bench/learning_gate.py summary runs/gate --json bench/results/learning_gate.json --plot docs/img/gate.png
+
+Every arm starts from the rung's base, trains the same number of iterations (`--iters`, no early stop) with one
+optimizer step per iteration, and is evaluated after each one on the rung's games at the eval temperature (fresh
+sampling seeds, no analyzer, no skills). Arms:
+  grpo          outcome advantage only;
+  opid          the paper's update: raw Delta, critical-first routing, step skills that do not quote the sampled
+                command, no teacher samples (the rung's OPID_SETTINGS);
+  content_free  opid with every skill replaced by content-free filler of the same token length (any inserted
+                text lowers the sampled tokens' log-prob on average: the prompt-shift control);
+  shuffled      opid with the skills written for another game.
+`run` writes one JSON per arm and seed into --out (runs already there are kept, so shards can run side by side);
+`summary` gathers them: curve areas (mean success points over iterations), iterations until the 3-iteration mean
+reaches GRPO's final success (per seed), and the differences to GRPO.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ARMS = {"grpo": ("grpo", {}), "opid": ("opid", {}), "content_free": ("opid", {"content_free_skills": True}),
+        "shuffled": ("opid", {"shuffle_skills": True})}
+ITERS = 20
+
+
+def _rung1():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "tuned_examples" / "alfworld_rung1.py"
+    spec = importlib.util.spec_from_file_location("alfworld_rung1", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_arms(arms: list[str], seeds: list[int], iters: int, out: Path) -> None:
+    import ray
+
+    rung1 = _rung1()
+    model = rung1.warm_start()
+    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
+    out.mkdir(parents=True, exist_ok=True)
+    for arm in arms:
+        preset, extra = ARMS[arm]
+        for seed in seeds:
+            path = out / f"{arm}_s{seed}.json"
+            if path.exists():
+                print(f"[gate] {path} exists; kept")
+                continue
+            t0 = time.perf_counter()
+            r = rung1.run(preset, model, seed, stop_iters=iters, full_curve=True, **extra)
+            r.update(arm=arm, iters=iters, model=str(model), wall_s=round(time.perf_counter() - t0, 1))
+            path.write_text(json.dumps(r, indent=1) + "\n")
+            print(f"[gate] {arm} seed {seed}: wrote {path}")
+
+
+def iters_to(curve: list[float], threshold: float, window: int) -> int | None:
+    """First iteration whose `window`-iteration mean reaches `threshold` (None if never)."""
+    for i in range(window, len(curve) + 1):
+        if np.mean(curve[i - window:i]) >= threshold - 1e-9:
+            return i
+    return None
+
+
+def summarize(runs: list[dict], window: int = 3) -> dict:
+    """Per arm and seed: area, final success, iterations to GRPO's final success; means of the differences."""
+    by = {(r["arm"], r["seed"]): r for r in runs}
+    seeds = sorted({s for a, s in by if a == "grpo"})
+    table, diffs = [], {"opid": [], "content_free": [], "shuffled": []}
+    ratios, grpo_minus_base = [], []
+    for s in seeds:
+        g = by[("grpo", s)]
+        threshold = float(np.mean(g["curve"][-window:]))   # GRPO's final success on this seed
+        g_iters = iters_to(g["curve"], threshold, window)
+        grpo_minus_base.append(round(100 * (threshold - g["base"]), 1))
+        for arm in ARMS:
+            r = by.get((arm, s))
+            if r is None:
+                continue
+            area = 100 * float(np.mean(r["curve"]))
+            it = iters_to(r["curve"], threshold, window)
+            table.append({"arm": arm, "seed": s, "base": r["base"], "area": round(area, 1),
+                          "final": round(100 * float(np.mean(r["curve"][-window:])), 1),
+                          "iters_to_grpo_final": it, "seconds": r.get("wall_s", r.get("seconds"))})
+            if arm in diffs:
+                diffs[arm].append(area - 100 * float(np.mean(g["curve"])))
+            if arm == "opid":
+                # never reaching it counts as the whole budget, so the ratio is a lower bound then
+                ratios.append((it or len(r["curve"])) / (g_iters or len(g["curve"])))
+    mean = lambda v: round(float(np.mean(v)), 2) if v else None  # noqa: E731
+    return {"table": table, "summary": {
+        "grpo_minus_base": grpo_minus_base,
+        "opid_auc_minus_grpo": mean(diffs["opid"]), "opid_iters_to_threshold_ratio": mean(ratios),
+        "contentfree_auc_minus_grpo": mean(diffs["content_free"]),
+        "shuffled_auc_minus_grpo": mean(diffs["shuffled"]),
+        "per_seed": {k: [round(x, 1) for x in v] for k, v in diffs.items()},
+        "threshold": f"GRPO's final success (mean of its last {window} evaluations), per seed"}}
+
+
+def plot(runs: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for k, arm in enumerate(ARMS):
+        rs = [r for r in runs if r["arm"] == arm]
+        if not rs:
+            continue
+        n = min(len(r["curve"]) for r in rs)
+        curves = np.array([[r["base"], *r["curve"][:n]] for r in rs])
+        for c in curves:
+            ax.plot(range(n + 1), c, color=f"C{k}", alpha=0.25, linewidth=0.8)
+        ax.plot(range(n + 1), curves.mean(0), color=f"C{k}", linewidth=2, label=f"{arm} (mean of {len(rs)} seeds)")
+    ax.set(xlabel="training iteration", ylabel="success at T 0.4, held-in games", ylim=(0, 1.02),
+           title="OPID against GRPO on rung 1 of the learning gate")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="train arms x seeds, one JSON each")
+    r.add_argument("--arms", default=",".join(ARMS))
+    r.add_argument("--seeds", default="0,1,2")
+    r.add_argument("--iters", type=int, default=ITERS)
+    r.add_argument("--out", required=True)
+    s = sub.add_parser("summary", help="gather a --out folder into one JSON (and a PNG)")
+    s.add_argument("folder")
+    s.add_argument("--json", default=None)
+    s.add_argument("--plot", default=None)
+    args = ap.parse_args(argv)
+    if args.cmd == "run":
+        arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+        bad = [a for a in arms if a not in ARMS]
+        if bad:
+            ap.error(f"--arms: {bad[0]!r} is not an arm; choose from {list(ARMS)}")
+        run_arms(arms, [int(x) for x in args.seeds.split(",") if x.strip()], args.iters, Path(args.out))
+        return 0
+    runs = [json.loads(p.read_text()) for p in sorted(Path(args.folder).glob("*_s*.json"))]
+    if not any(r["arm"] == "grpo" for r in runs):
+        print(f"[gate] no GRPO run in {args.folder}: the summary is relative to it", file=sys.stderr)
+        return 2
+    out = summarize(runs)
+    out["runs"] = runs
+    out["commands"] = sorted({f"python bench/learning_gate.py run --arms {r['arm']} --seeds {r['seed']} --iters "
+                              f"{r['iters']} --out OUT" for r in runs})
+    print(json.dumps(out["summary"], indent=1))
+    for row in out["table"]:
+        print(row)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+    if args.plot:
+        plot(runs, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
