@@ -4,7 +4,7 @@
     python bench/learning_gate.py summary runs/gate --json bench/results/learning_gate.json --plot docs/img/gate.png
 
 Every arm starts from the rung's base, trains the same number of iterations (`--iters`, no early stop) with one
-optimizer step per iteration, and is evaluated after each one on the rung's games at the eval temperature (fresh
+optimizer step per iteration, and is evaluated after each one on the rung's games at the training temperature (fresh
 sampling seeds, no analyzer, no skills). Arms:
   grpo          outcome advantage only;
   opid          the paper's update: raw Delta, critical-first routing, step skills that do not quote the sampled
@@ -106,6 +106,21 @@ def summarize(runs: list[dict], window: int = 3) -> dict:
         "threshold": f"GRPO's final success (mean of its last {window} evaluations), per seed"}}
 
 
+def load_runs(folder: Path) -> list[dict]:
+    """This script's per-run JSONs, and the runs inside a rung-1 `--json` file (`alfworld_rung1.py --full-curve`,
+    whose GRPO runs are this comparison's GRPO arm when their --stop-iters equals --iters here)."""
+    runs = []
+    for p in sorted(folder.glob("*.json")):
+        d = json.loads(p.read_text())
+        for r in d.get("runs", [d]):
+            if "arm" not in r:
+                if r.get("preset") != "grpo" or r.get("overrides"):
+                    continue
+                r = dict(r, arm="grpo", iters=len(r["curve"]), command=d.get("command"))
+            runs.append(r)
+    return runs
+
+
 def plot(runs: list[dict], path: str) -> None:
     import matplotlib
 
@@ -122,7 +137,7 @@ def plot(runs: list[dict], path: str) -> None:
         for c in curves:
             ax.plot(range(n + 1), c, color=f"C{k}", alpha=0.25, linewidth=0.8)
         ax.plot(range(n + 1), curves.mean(0), color=f"C{k}", linewidth=2, label=f"{arm} (mean of {len(rs)} seeds)")
-    ax.set(xlabel="training iteration", ylabel="success at T 0.4, held-in games", ylim=(0, 1.02),
+    ax.set(xlabel="training iteration", ylabel="success at T 1.0 (fresh seeds), held-in games", ylim=(0, 1.02),
            title="OPID against GRPO on rung 1 of the learning gate")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -151,14 +166,14 @@ def main(argv=None) -> int:
             ap.error(f"--arms: {bad[0]!r} is not an arm; choose from {list(ARMS)}")
         run_arms(arms, [int(x) for x in args.seeds.split(",") if x.strip()], args.iters, Path(args.out))
         return 0
-    runs = [json.loads(p.read_text()) for p in sorted(Path(args.folder).glob("*_s*.json"))]
+    runs = load_runs(Path(args.folder))
     if not any(r["arm"] == "grpo" for r in runs):
         print(f"[gate] no GRPO run in {args.folder}: the summary is relative to it", file=sys.stderr)
         return 2
     out = summarize(runs)
     out["runs"] = runs
-    out["commands"] = sorted({f"python bench/learning_gate.py run --arms {r['arm']} --seeds {r['seed']} --iters "
-                              f"{r['iters']} --out OUT" for r in runs})
+    out["commands"] = sorted({r.get("command") or f"python bench/learning_gate.py run --arms {r['arm']} --seeds "
+                              f"{r['seed']} --iters {r['iters']} --out OUT" for r in runs})
     print(json.dumps(out["summary"], indent=1))
     for row in out["table"]:
         print(row)

@@ -1,20 +1,22 @@
 """Rung 1 of the learning gate: GRPO learns a fixed set of real ALFWorld games on 2 CPU cores.
 
     python tuned_examples/alfworld_rung1.py --preset grpo --seeds 0,1,2 --as-test [--json OUT] [--plot PNG]
-    python tuned_examples/alfworld_rung1.py --calibrate          # the base's and the oracle teacher's success
+    python tuned_examples/alfworld_rung1.py --calibrate [--json OUT]  # base and oracle teacher, both temperatures
 
 Six generated train games, one of each ALFWorld task type, each with a short expert plan (4-9 commands), played on
-the real TextWorld/ALFWorld engine. The base is the tiny model behaviour-cloned on the expert's play of exactly
-these games for a few epochs (cached): it knows the games partly, so at the eval temperature it wins some episodes
-and loses others; RL has to turn that partial knowledge into wins from the outcome alone. (A 3M-parameter model
-does not generalise across ALFWorld games in minutes; memory of fixed games is what this scale can learn, which is
-why the gate uses them: RLlib's CartPole is a fixed task too.)
+the real TextWorld/ALFWorld engine, 12 steps at most. The base is the tiny model behaviour-cloned on the expert's
+play of exactly these games (8 plays of each with 20 % deviations the expert recovers from, half of them with skills
+in the analyzer's wording; 14 epochs, about 10 min, cached). It knows the games partly: it wins about 80 % at the eval
+temperature (0.4) and about 40 % at the training temperature (1.0), where RL has to turn that into wins from the
+outcome alone. A 3M-parameter model does not generalise across ALFWorld games in minutes; memory of fixed games is
+what this scale can learn, which is why the gate uses them (RLlib's CartPole is one fixed task too).
 
-The gate metric is held-in success at the eval temperature (0.4): after every training iteration the policy plays
-each game `EVAL_COPIES` times from fresh sampling seeds, with no analyzer and no skills; the evaluation keeps
-torch's random state, so it never changes the training streams. The gate passes when the mean of the last `WINDOW`
-evaluations reaches the base's success + `GAIN` within `--stop-iters` iterations on at least `MIN_SEEDS` of the
-seeds (`--as-test` exits 1 otherwise). The base is measured once, on the same evaluation, before training.
+The gate metric is held-in success at the training temperature on fresh sampling seeds (GATE_TEMPERATURE, and why
+not the eval temperature): after every iteration the policy plays each game EVAL_COPIES times, no analyzer, no
+skills; the evaluation puts torch's random state back, so it never changes the training streams. The gate passes
+when the mean of the last WINDOW evaluations reaches the base + GAIN within --stop-iters iterations on at least
+MIN_SEEDS seeds (`--as-test` exits 1 otherwise). The base is measured once per process on BASE_COPIES plays of
+each game. Each run ends with a play at the eval temperature, reported beside the gate.
 """
 
 from __future__ import annotations
@@ -48,7 +50,12 @@ GAIN, WINDOW, STOP_ITERS, MIN_SEEDS, EVAL_COPIES = 0.15, 3, 30, 2, 4
 # The base is one model whatever the run's seed: measured once, on more plays (a 24-episode evaluation moves by
 # about 0.09), from its own sampling seed.
 BASE_COPIES, BASE_SEED = 16, 999
-WARM_START = dict(repeats=8, epochs=11, lr=3e-3, batch_size=8, seed=0, skill_fraction=0.5, deviation_prob=0.2,
+# The gate plays at the training temperature (fresh sampling seeds), not the eval temperature: at T 0.4 the base
+# already wins about 80 % (at 11 epochs of warm start 1 %: no base in between was found in budget), which leaves a
+# +15-point target at the ceiling of a 24-episode evaluation's noise. Each run also plays BASE_COPIES x the games at
+# the eval temperature at its end.
+GATE_TEMPERATURE = 1.0
+WARM_START = dict(repeats=8, epochs=14, lr=3e-3, batch_size=8, seed=0, skill_fraction=0.5, deviation_prob=0.2,
                   step_skill_wording="analyzer")
 
 
@@ -131,13 +138,13 @@ def run(preset: str, model, seed: int, stop_iters: int = STOP_ITERS, base: float
     evals, train, teacher, reached = [], [], [], None
     try:
         if base is None:
-            base = evaluate(algo, seed=BASE_SEED, copies=BASE_COPIES)["success"]
+            base = evaluate(algo, seed=BASE_SEED, copies=BASE_COPIES, temperature=GATE_TEMPERATURE)["success"]
         target = base + GAIN
         for it in range(1, stop_iters + 1):
             result = algo.train()
             train.append(float(result["opid"]["success_rate"]))
             teacher.append(_teacher_metrics(result))
-            evals.append(evaluate(algo, seed=10_000 * (seed + 1) + it)["success"])
+            evals.append(evaluate(algo, seed=10_000 * (seed + 1) + it, temperature=GATE_TEMPERATURE)["success"])
             mean = float(np.mean(evals[-WINDOW:]))
             if log:
                 log(f"[rung1] {preset} seed {seed} iter {it}: eval {evals[-1]:.3f} (last {WINDOW}: {mean:.3f}, "
@@ -146,10 +153,12 @@ def run(preset: str, model, seed: int, stop_iters: int = STOP_ITERS, base: float
                 reached = it
                 if not full_curve:
                     break
+        final_eval_t = evaluate(algo, seed=BASE_SEED + 1, copies=BASE_COPIES)
     finally:
         algo.stop()
     return {"preset": preset, "seed": seed, "base": base, "target": round(target, 4), "curve": evals,
             "train_curve": train, "teacher": teacher, "iters_to_target": reached,
+            "final_at_eval_temperature": final_eval_t["success"], "final_by_game": final_eval_t["by_game"],
             "seconds": round(time.perf_counter() - t0, 1), "overrides": overrides}
 
 
@@ -169,7 +178,7 @@ def plot_curves(runs: list[dict], path: str, title: str = "ALFWorld, rung 1 of t
         c = colors.setdefault(r["preset"], f"C{len(colors)}")
         ax.plot(range(0, len(r["curve"]) + 1), [r["base"], *r["curve"]], color=c, marker=".", alpha=0.8,
                 label=r["preset"] if sum(q["preset"] == r["preset"] for q in runs[:runs.index(r) + 1]) == 1 else None)
-    ax.set(xlabel="training iteration", ylabel=f"success at T {SETTINGS['eval_temperature']} (held-in games)",
+    ax.set(xlabel="training iteration", ylabel=f"success at T {GATE_TEMPERATURE} (fresh seeds, held-in games)",
            ylim=(0, 1.02), title=title)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -214,10 +223,10 @@ def main(argv=None) -> int:
         return 0
     algo = make_config("grpo", model, 0).build_algo()
     try:
-        base = evaluate(algo, seed=BASE_SEED, copies=BASE_COPIES)["success"]
+        base = evaluate(algo, seed=BASE_SEED, copies=BASE_COPIES, temperature=GATE_TEMPERATURE)["success"]
     finally:
         algo.stop()
-    print(f"[rung1] base {base:.3f} ({BASE_COPIES} plays of each game at T {SETTINGS['eval_temperature']}); "
+    print(f"[rung1] base {base:.3f} ({BASE_COPIES} plays of each game at T {GATE_TEMPERATURE}); "
           f"target {base + GAIN:.3f}")
     runs = [run(p.strip(), model, s, args.stop_iters, base=base, full_curve=args.full_curve)
             for p in args.preset.split(",") for s in seeds]
