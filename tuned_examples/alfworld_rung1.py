@@ -178,6 +178,9 @@ def plot_curves(runs: list[dict], path: str, title: str = "ALFWorld, rung 1 of t
         c = colors.setdefault(r["preset"], f"C{len(colors)}")
         ax.plot(range(0, len(r["curve"]) + 1), [r["base"], *r["curve"]], color=c, marker=".", alpha=0.8,
                 label=r["preset"] if sum(q["preset"] == r["preset"] for q in runs[:runs.index(r) + 1]) == 1 else None)
+    targets = {r.get("target") for r in runs}
+    if len(targets) == 1 and None not in targets:
+        ax.axhline(targets.pop(), color="grey", linestyle="--", linewidth=1, label=f"target (base + {GAIN:g})")
     ax.set(xlabel="training iteration", ylabel=f"success at T {GATE_TEMPERATURE} (fresh seeds, held-in games)",
            ylim=(0, 1.02), title=title)
     ax.legend(fontsize=8)
