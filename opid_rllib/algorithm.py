@@ -218,7 +218,8 @@ class OPID(Algorithm):
             missing = shuffle_skills_across_tasks(episodes, seed=self.iteration + 1)
             self.metrics.log_value(("opid", "shuffled_without_donor"), missing, window=1)
         if cfg.content_free_skills:
-            content_free_skills(episodes, self._tokenizer())
+            n = content_free_skills(episodes, self._tokenizer())
+            self.metrics.log_value(("opid", "content_free_trajectories"), n, window=1)
         self._log_rollout_metrics(episodes)
         self.metrics.log_value(("opid", "timers", "outcome_adv_s"), time.perf_counter() - t0, window=1)
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):

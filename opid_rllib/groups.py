@@ -83,7 +83,8 @@ CONTENT_FREE_FILLER = "This note is intentionally left blank and carries no advi
 
 
 def content_free_text(n_tokens: int, tokenizer, filler: str = CONTENT_FREE_FILLER) -> str:
-    """Filler text of exactly `n_tokens` tokens (as `tokenizer` encodes it alone), e.g. to stand in for a skill."""
+    """Filler text of `n_tokens` tokens (as `tokenizer` encodes it alone), e.g. to stand in for a skill: the filler
+    repeated and cut at that token; where the cut piece re-encodes longer, whole words are dropped until it fits."""
     if n_tokens <= 0:
         return ""
     ids = tokenizer(filler * (n_tokens // 4 + 2), add_special_tokens=False).input_ids[:n_tokens]
