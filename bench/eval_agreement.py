@@ -1,5 +1,5 @@
 """Re-read `opid-eval` output folders and print the student / teacher tables with agreement split by the verb of
-the expert's next command (opid_rllib/eval/table.expert_agreement_by_kind), also for folders written before
+the expert's next command (opid_rllib/paper_table.expert_agreement_by_kind), also for folders written before
 that split existed.
 
     python bench/eval_agreement.py runs/skill_literate/headroom runs/dagger/headroom4 runs/dagger/headroom5
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from opid_rllib.eval.headroom import format_headroom
 from opid_rllib.eval.panel import read_episodes
-from opid_rllib.eval.table import format_agreement_by_kind, summarize
+from opid_rllib.paper_table import format_agreement_by_kind, summarize
 
 
 def main(argv=None) -> int:

@@ -57,7 +57,8 @@ def run_arms(arms: list[str], seeds: list[int], iters: int, out: Path) -> None:
                 print(f"[gate] {path} exists; kept")
                 continue
             t0 = time.perf_counter()
-            r = rung1.run(preset, model, seed, stop_iters=iters, full_curve=True, **extra)
+            r = rung1.run(preset, model, seed, stop_iters=iters, full_curve=True,
+                          save_dir=out / "models" / f"{arm}_s{seed}", **extra)
             r.update(arm=arm, iters=iters, model=str(model), wall_s=round(time.perf_counter() - t0, 1))
             path.write_text(json.dumps(r, indent=1) + "\n")
             print(f"[gate] {arm} seed {seed}: wrote {path}")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from opid_rllib.eval.chunk_log import last_play
 from opid_rllib.eval.panel import read_plays
-from opid_rllib.eval.table import command_kind
+from opid_rllib.paper_table import command_kind
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from study_job import PLAY_CHUNKS  # noqa: E402  (a run folder's panel play)

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from opid_rllib.eval.panel import read_plays
-from opid_rllib.eval.table import command_kind
+from opid_rllib.paper_table import command_kind
 
 
 def _object_class(take: str) -> str:

@@ -94,6 +94,22 @@ class OPIDConfig(AlgorithmConfig):
         """Model and rollout settings: model, dtype, generation_backend, max_new_tokens, ..."""
         return self._set(**kw)
 
+    def evaluation(self, *, eval_panel=NotProvided, eval_task_ids=NotProvided, eval_seed=NotProvided,
+                   eval_batch_envs=NotProvided, eval_final_iteration=NotProvided, **kw) -> "OPIDConfig":
+        """RLlib's evaluation settings (evaluation_interval, evaluation_duration in episodes,
+        evaluation_num_env_runners, evaluation_parallel_to_training, ...) plus what to play (evaluation.py)."""
+        super().evaluation(**kw)
+        return self._set(eval_panel=eval_panel, eval_task_ids=eval_task_ids, eval_seed=eval_seed,
+                         eval_batch_envs=eval_batch_envs, eval_final_iteration=eval_final_iteration)
+
+    def get_evaluation_config_object(self):
+        eval_cfg = super().get_evaluation_config_object()
+        if eval_cfg is not None and eval_cfg.custom_evaluation_function is None:
+            from opid_rllib.evaluation import apply_to_evaluation_config
+
+            apply_to_evaluation_config(eval_cfg)  # the panel's env, no analyzer, no skills
+        return eval_cfg
+
     def analyzer_settings(self, **kw) -> "OPIDConfig":
         """analyzer (hindsight|openai|none), analyzer_config, analyzer_num_workers, ..."""
         return self._set(**kw)
@@ -234,6 +250,56 @@ class OPID(Algorithm):
                                                inference_only=True)
         if cfg.dump_skills:
             self._dump_skills(episodes)
+
+    # ---- validation (evaluation.py) ------------------------------------------------------
+    def evaluate(self, parallel_train_future=None) -> dict:
+        """Play the evaluation games without analyzer or skills on the evaluation runners, with the learner's
+        current weights; the results land under `evaluation/` (a custom_evaluation_function keeps RLlib's path)."""
+        if self.config.custom_evaluation_function:
+            return super().evaluate(parallel_train_future=parallel_train_future)
+        from ray.rllib.callbacks.utils import make_callback
+
+        from opid_rllib.evaluation import evaluation_metrics, play_evaluation
+
+        cfg = self.evaluation_config
+        group = self.eval_env_runner_group
+        if group is not None and (group.num_remote_env_runners() or group.local_env_runner is not None):
+            group.sync_weights(from_worker_or_learner_group=self.learner_group, inference_only=True)
+            env_config = None  # RLlib's evaluation runners, built on the evaluation env
+        else:  # the training runners (their weights were synced by the training step), on the evaluation env
+            group, env_config = self.env_runner_group, cfg.env_config
+        make_callback("on_evaluate_start", callbacks_objects=self.callbacks,
+                      callbacks_functions=self.config.callbacks_on_evaluate_start,
+                      kwargs=dict(algorithm=self, metrics_logger=self.metrics))
+        records, wall_s = play_evaluation(group, cfg, env_config)
+        from envs import env_name_of
+
+        try:
+            env = env_name_of(cfg.env)
+        except ValueError:  # a user-registered gymnasium id: the table groups by task type
+            env = str(cfg.env)
+        results = evaluation_metrics(records, env, temperature=cfg.eval_temperature, wall_s=wall_s,
+                                     panel=cfg.eval_panel)
+        results["evaluated_at_iteration"] = self.iteration + 1
+        self._last_evaluation, self.last_evaluation_episodes = results, records  # records: opid-eval's episodes
+        make_callback("on_evaluate_end", callbacks_objects=self.callbacks,
+                      callbacks_functions=self.config.callbacks_on_evaluate_end,
+                      kwargs=dict(algorithm=self, metrics_logger=self.metrics, evaluation_metrics=results))
+        return results
+
+    def step(self) -> dict:
+        """RLlib's step, plus: the run's last iteration (eval_final_iteration) is evaluated too, and an iteration
+        without evaluation carries the latest one (as RLlib's metrics carry its own), so `evaluation/...` can be a
+        Tune metric from the first evaluation on; `evaluated_at_iteration` says when it was measured."""
+        results = super().step()
+        cfg = self.config
+        if cfg.custom_evaluation_function or not cfg.evaluation_interval:
+            return results
+        if "evaluation" not in results and cfg.eval_final_iteration == self.iteration + 1:
+            results["evaluation"] = self.evaluate()
+        elif "evaluation" not in results and getattr(self, "_last_evaluation", None):
+            results["evaluation"] = dict(self._last_evaluation)
+        return results
 
     def _sample(self, tasks):
         group = self.env_runner_group

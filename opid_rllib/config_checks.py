@@ -94,6 +94,9 @@ def config_errors(cfg) -> list[str]:
     if cfg.train_task_ids is not None and cfg.train_task_fraction < 1.0:
         errors.append(f"train_task_fraction={cfg.train_task_fraction}: train_task_ids already names the tasks; "
                       "leave train_task_fraction at 1.0")
+    from opid_rllib.evaluation import evaluation_errors
+
+    errors += evaluation_errors(cfg)
     if cfg.num_learners > 1 and cfg.tasks_per_iter < cfg.num_learners:
         errors.append(f"tasks_per_iter={cfg.tasks_per_iter}: must be >= num_learners={cfg.num_learners} "
                       "(groups are never split across learners)")

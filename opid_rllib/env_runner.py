@@ -15,10 +15,12 @@ of the rollout; `sample_groups` joins the futures before returning.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import time
 import uuid
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
@@ -59,6 +61,8 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
 
     def __init__(self, *, config, **kwargs):
         self._envs: list = []
+        self._env_config_override: dict | None = None  # set while evaluation plays another split (play_on)
+        self._env_pools: dict[str, list] = {}  # those splits' envs, kept for the next evaluation
         self._analyzer_pool = None
         self._analyzer_last: dict = {}
         self._skill_cache: dict[str, str] = {}  # task_id -> last episode skill (Skill-GRPO preset)
@@ -103,7 +107,7 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
     def stop(self):
         if self._analyzer_pool is not None:
             self._analyzer_pool.close()
-        for env in self._envs:
+        for env in [e for pool in [self._envs, *self._env_pools.values()] for e in pool]:
             try:
                 env.close()
             except Exception:
@@ -112,7 +116,7 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
     # ---- envs ---------------------------------------------------------------------------
     def _make_env(self, i: int):
         while len(self._envs) <= i:
-            self._envs.append(envs_pkg.make(self.config.env, **dict(self.config.env_config)))
+            self._envs.append(envs_pkg.make(self.config.env, **self._env_config()))
         return self._envs[i]
 
     def _rebuild_env(self, i: int):
@@ -123,8 +127,25 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
             self._envs[i].close()
         except Exception:
             pass
-        self._envs[i] = envs_pkg.make(self.config.env, **dict(self.config.env_config))
+        self._envs[i] = envs_pkg.make(self.config.env, **self._env_config())
         return self._envs[i]
+
+    def _env_config(self) -> dict:
+        return dict(self.config.env_config if self._env_config_override is None else self._env_config_override)
+
+    @contextlib.contextmanager
+    def play_on(self, env_config: Mapping[str, Any]):
+        """Play on envs built from `env_config` (an evaluation panel's split) inside the block, with plain prompts
+        (no cached skills), then go back to the training envs: evaluation on the training runners
+        (evaluation.py) needs no second copy of the model."""
+        key = json.dumps(dict(env_config), sort_keys=True, default=str)
+        saved = (self._envs, self._env_config_override, self._skill_cache)
+        self._envs, self._env_config_override, self._skill_cache = self._env_pools.setdefault(key, []), \
+            dict(env_config), {}
+        try:
+            yield self
+        finally:
+            self._envs, self._env_config_override, self._skill_cache = saved
 
     @property
     def analyzer_pool(self):

@@ -69,6 +69,10 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     "max_step_skills_per_traj": (5, int), "failed_only": (False, bool), "dump_skills": (True, bool),
     # Where skill dumps go (None: the trial directory Tune gives the algorithm).
     "run_dir": (None, str),
+    # validation during training (evaluation.py; how often and how many: RLlib's config.evaluation(...))
+    "eval_panel": (None, str), "eval_task_ids": (None, list), "eval_seed": (0, int), "eval_batch_envs": (16, int),
+    # Also evaluate after this iteration (the run's last; opid-train sets it from --stop-iters).
+    "eval_final_iteration": (None, int),
 }
 # Settings that are not in the paper: research extensions and controls, set with OPIDConfig.experimental(...) (TRL
 # keeps such features under trl.experimental), each with the study that motivated it (docs/STUDIES.md,

@@ -90,15 +90,17 @@ def score_trial(trial: dict, config: dict, panel: str, *, episodes: int | None =
 
 
 def write_selection(grid, searched: list[str], output: str, *, panel: str | None = None, episodes: int | None = None,
-                    max_steps: int | None = None, metric: str = "opid/success_rate") -> dict:
-    """Rank a Tune ResultGrid's points into OUTPUT/sweep.json: by `metric` (mean over iterations), or with a
-    panel by each final policy's success there (training curves kept as `training_history`). A tie is a tie."""
+                    max_steps: int | None = None, metric: str = "opid/success_rate", final_only: bool = False) -> dict:
+    """Rank a Tune ResultGrid's points into OUTPUT/sweep.json: by `metric` (mean over iterations; its last value
+    with `final_only`, e.g. the final evaluation/success_rate), or with a panel by each final policy's success there
+    (training curves kept as `training_history`). A tie is a tie."""
     from opid_rllib.sweep_select import rank_trials, ranking_text
 
     trials = []
     for r in grid:
         df = r.metrics_dataframe
-        history = [] if df is None or metric not in df else [float(v) for v in df[metric]]
+        history = [] if df is None or metric not in df else [float(v) for v in df[metric].dropna()]
+        history = history[-1:] if final_only else history
         trials.append({"params": {k: (r.config or {}).get(k) for k in searched}, "history": history,
                        "path": r.path, "checkpoint": r.checkpoint.path if r.checkpoint else None})
     if panel:
@@ -111,7 +113,7 @@ def write_selection(grid, searched: list[str], output: str, *, panel: str | None
                   + ("" if agree is None else f", agreement with the expert {agree:.1f} %"))
         sel = rank_trials(trials, metric_name(panel), scope="final policy on the selection panel")
     else:
-        sel = rank_trials(trials, metric)
+        sel = rank_trials(trials, metric, scope="final evaluation" if final_only else "mean over iterations")
     sel["trials"] = trials
     path = os.path.join(output, "sweep.json")
     with open(path, "w") as f:

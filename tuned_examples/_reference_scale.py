@@ -8,6 +8,12 @@ card with every row at full length and >= 5 GiB to spare (docs/GPU.md).
 from opid_rllib.algorithm import OPIDConfig
 
 REFERENCE_MINI_BATCH = {"alfworld": 256, "webshop": 64, "searchqa": 512}
+# In-training validation as the reference's scripts: every test_freq=5 iterations, at temperature 0.4, on 128
+# valid_seen games (ALFWorld; the generated panel has 72) or the test set (WebShop; Search plays 512). The training
+# runners play it (evaluation.py), so it needs no GPU of its own; results under evaluation/ in TensorBoard.
+VALIDATION = {"alfworld": ("alfworld/valid_seen@v1", 128), "webshop": ("webshop/test@v1", 128),
+              "searchqa": ("searchqa/test@v1", 512)}
+TEST_FREQ = 5
 
 
 def reference_config(env: str, model: str, *, max_steps: int, history_length: int, max_prompt_len: int,
@@ -35,4 +41,20 @@ def reference_config(env: str, model: str, *, max_steps: int, history_length: in
     cfg.training(minibatch_size=max(1, mini // half))
     cfg.learners(num_learners=half, num_gpus_per_learner=1)
     cfg.env_runners(num_env_runners=half, num_gpus_per_env_runner=1)
+    panel, episodes = VALIDATION[env]
+    cfg.evaluation(evaluation_interval=TEST_FREQ, evaluation_duration=episodes, eval_panel=panel)
     return cfg
+
+
+def use_official_alfworld(cfg, data_dir: str) -> None:
+    """Train on the official ALFWorld games under `data_dir` (json_2.1.1) and validate on their valid_seen split
+    (the generated panel's games are not there). A folder without them (`import alfworld` sets $ALFWORLD_DATA to
+    its empty cache) changes nothing."""
+    from pathlib import Path
+
+    from envs.alfworld.env import _has_official_split
+
+    if not _has_official_split(Path(data_dir), "train"):
+        return
+    cfg.env_config["data_dir"] = data_dir
+    cfg.evaluation(eval_panel=None, evaluation_config={"env_config": {**cfg.env_config, "split": "valid_seen"}})

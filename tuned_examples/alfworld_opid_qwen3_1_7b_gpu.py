@@ -10,13 +10,13 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _reference_scale import reference_config  # noqa: E402
+from _reference_scale import reference_config, use_official_alfworld  # noqa: E402
 
 config = reference_config("alfworld", os.environ.get("OPID_MODEL", "Qwen/Qwen3-1.7B"), max_steps=30,
                           history_length=5, max_prompt_len=2048, max_step_skills=5, outcome_adv_norm="mean",
                           micro_batch_size=16)
 if os.environ.get("ALFWORLD_DATA"):
-    config.env_config["data_dir"] = os.environ["ALFWORLD_DATA"]
+    use_official_alfworld(config, os.environ["ALFWORLD_DATA"])
 
 if __name__ == "__main__":
     from opid_rllib.cli.train import run_experiment

@@ -102,7 +102,7 @@ def evaluate(algo, seed: int, copies: int = EVAL_COPIES, skills: str = "none", t
     afterwards, so an evaluation never changes the training streams."""
     import torch
 
-    from opid_rllib.eval.play import play_tasks
+    from opid_rllib.play import play_tasks
 
     runner = algo.env_runner_group.local_env_runner
     state = torch.get_rng_state()
@@ -130,9 +130,11 @@ def _teacher_metrics(result: dict) -> dict:
 
 
 def run(preset: str, model, seed: int, stop_iters: int = STOP_ITERS, base: float | None = None,
-        full_curve: bool = False, log=print, **overrides) -> dict:
+        full_curve: bool = False, log=print, save_dir: str | os.PathLike | None = None, **overrides) -> dict:
     """Train, evaluating after every iteration; stop once the last WINDOW evaluations' mean reaches base + GAIN
-    (unless `full_curve`: then all `stop_iters` iterations run, for curve areas). `base` is measured when None."""
+    (unless `full_curve`: then all `stop_iters` iterations run, for curve areas). `base` is measured when None.
+    `save_dir`: the final policy (the weights evaluated last) is saved there as a Hugging Face folder, for
+    `opid-eval --model DIR`."""
     algo = make_config(preset, model, seed, **overrides).build_algo()
     t0 = time.perf_counter()
     evals, train, teacher, reached = [], [], [], None
@@ -154,6 +156,10 @@ def run(preset: str, model, seed: int, stop_iters: int = STOP_ITERS, base: float
                 if not full_curve:
                     break
         final_eval_t = evaluate(algo, seed=BASE_SEED + 1, copies=BASE_COPIES)
+        if save_dir is not None:
+            module = algo.env_runner_group.local_env_runner.module
+            module.model.save_pretrained(save_dir)
+            module.tokenizer.save_pretrained(save_dir)
     finally:
         algo.stop()
     return {"preset": preset, "seed": seed, "base": base, "target": round(target, 4), "curve": evals,

@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from opid_rllib.eval.table import format_table
+    from opid_rllib.paper_table import format_table
     from opid_rllib.eval.panel import default_output_dir, evaluate, write_results
 
     warn_slow_dtype("opid-eval", args.dtype)

@@ -18,6 +18,7 @@ from opid_rllib.settings import EXPERIMENTAL_SETTINGS
 from opid_rllib.sweep_select import REPEAT_KEYS, grid_points, searched_keys, seed_trials
 
 # What the progress table shows while a run is going.
+EVAL_METRIC = "evaluation/success_rate"  # what sweeps rank on and ASHA stops on with --eval-interval
 PROGRESS_COLUMNS = {
     "training_iteration": "iter",
     "time_total_s": "time (s)",
@@ -29,7 +30,7 @@ PROGRESS_COLUMNS = {
 
 # Flags that must be >= 1 when given (checked before any config or Ray work).
 _POSITIVE = ("group_size", "tasks_per_iter", "max_steps", "max_new_tokens", "stop_iters", "num_samples",
-             "minibatch_size", "select_episodes", "select_max_steps")
+             "minibatch_size", "select_episodes", "select_max_steps", "eval_interval", "eval_episodes", "asha_grace")
 
 
 def config_from_args(args):
@@ -86,7 +87,27 @@ def apply_overrides(cfg, args):
         cfg.env_config.update(json_object_arg("--env-kwargs", args.env_kwargs))
     if getattr(args, "max_steps", None) is not None:
         cfg.env_config["max_steps"] = args.max_steps
+    if getattr(args, "eval_interval", None) is not None:
+        apply_eval_flags(cfg, args)
     return cfg
+
+
+def apply_eval_flags(cfg, args) -> None:
+    """--eval-interval/--eval-panel/--eval-episodes as RLlib's config.evaluation(...) (evaluation.py); the run's
+    last iteration (--stop-iters) is evaluated too."""
+    from envs.panels import get_panel
+
+    episodes = args.eval_episodes
+    if episodes is None:
+        try:
+            episodes = len(get_panel(args.eval_panel).task_ids)
+        except KeyError:  # named in the config's error, before Ray starts
+            episodes = 1
+    cfg.evaluation(evaluation_interval=args.eval_interval, evaluation_duration=episodes,
+                   evaluation_duration_unit="episodes", eval_panel=args.eval_panel,
+                   eval_final_iteration=getattr(args, "stop_iters", None))
+    if getattr(args, "eval_num_env_runners", None) is not None:
+        cfg.evaluation(evaluation_num_env_runners=args.eval_num_env_runners)
 
 
 def analyzer_options(args) -> dict:
@@ -114,7 +135,14 @@ def check_args(args) -> str | None:
         env_kwargs_arg(getattr(args, "env_kwargs", None))
     except ValueError as e:
         return str(e)
-    for name in ("history_length", "checkpoint_freq", "num_cpus", "num_env_runners", "num_learners"):
+    if getattr(args, "eval_interval", None) is None:
+        for flag in ("eval_panel", "eval_episodes", "eval_num_env_runners", "asha_grace"):
+            if getattr(args, flag, None) is not None:
+                return f"--{flag.replace('_', '-')}: sets up validation during training; give --eval-interval N too"
+    elif not getattr(args, "eval_panel", None):
+        return "--eval-interval: name what to play with --eval-panel (e.g. alfworld/valid_seen@v1)"
+    for name in ("history_length", "checkpoint_freq", "num_cpus", "num_env_runners", "num_learners",
+                 "eval_num_env_runners"):
         v = getattr(args, name, None)
         if v is not None and v < 0:
             return f"--{name.replace('_', '-')} {v}: must be >= 0"
@@ -227,10 +255,11 @@ def run_experiment(cfg, args=None) -> int:
     try:
         if args.no_tune:
             return _run_no_tune(cfg, args, output)
-        reporter = tune.CLIReporter(metric_columns=PROGRESS_COLUMNS, max_report_frequency=args.tune_max_report_freq)
+        columns = dict(PROGRESS_COLUMNS, **({EVAL_METRIC: "eval success"} if args.eval_interval else {}))
+        reporter = tune.CLIReporter(metric_columns=columns, max_report_frequency=args.tune_max_report_freq)
         tuner = tune.Tuner(
             "OPID", param_space=cfg,
-            tune_config=tune.TuneConfig(num_samples=num_samples),
+            tune_config=tune.TuneConfig(num_samples=num_samples, scheduler=_scheduler(args)),
             run_config=tune.RunConfig(
                 storage_path=output, name=f"{args.preset or 'opid'}-{cfg.env}",
                 stop={"training_iteration": args.stop_iters},
@@ -249,11 +278,25 @@ def run_experiment(cfg, args=None) -> int:
         if keys:
             from opid_rllib.sweep_panel import write_selection
 
+            by_eval = dict(metric=EVAL_METRIC, final_only=True) if args.eval_interval and not args.select_panel else {}
             write_selection(grid, keys, output, panel=args.select_panel,
-                            episodes=args.select_episodes, max_steps=args.select_max_steps)
+                            episodes=args.select_episodes, max_steps=args.select_max_steps, **by_eval)
         return 1 if errors else 0
     finally:
         ray.shutdown()
+
+
+def _scheduler(args):
+    """--asha-grace N: Tune's ASHA stops the trials whose evaluation success is in the bottom half at each rung.
+    Until a trial's first evaluation its results have no evaluation/ key: ASHA waits for it, and Tune's strict
+    metric check (which would stop the run on that first result) is turned off for this process."""
+    if not args.asha_grace:
+        return None
+    from ray.tune.schedulers import ASHAScheduler
+
+    os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+    return ASHAScheduler(metric=EVAL_METRIC, mode="max", time_attr="training_iteration",
+                         grace_period=args.asha_grace, max_t=args.stop_iters)
 
 
 def _run_no_tune(cfg, args, output) -> int:
@@ -272,8 +315,11 @@ def _run_no_tune(cfg, args, output) -> int:
         write_tensorboard(writer, last, it)
         results_file.write(json.dumps(jsonable_result(last)) + "\n")
         results_file.flush()
+        ev = last.get("evaluation") or {}
+        shown = (f" eval_success={ev['success_rate']:.3f} ({ev['episodes']} games)"
+                 if ev.get("evaluated_at_iteration") == it else "")
         print(f"iter {it}: success={_get(last, 'opid/success_rate'):.3f} "
-              f"format_ok={_get(last, 'opid/format_valid_rate'):.3f} time={time.time() - t0:.1f}s", flush=True)
+              f"format_ok={_get(last, 'opid/format_valid_rate'):.3f}{shown} time={time.time() - t0:.1f}s", flush=True)
         if args.checkpoint_freq and it % args.checkpoint_freq == 0:
             print("checkpoint:", algo.save_to_path(os.path.join(output, f"checkpoint_{it:05d}")))
     if args.checkpoint_at_end:
@@ -298,8 +344,15 @@ def _no_tune_error(cfg, args) -> str | None:
 
 
 def _selection_error(cfg, args) -> str | None:
-    from opid_rllib.sweep_panel import selection_args_error
+    from opid_rllib.sweep_panel import selection_args_error, selection_panel_error
 
+    is_sweep = bool(set(searched_keys(cfg)) - set(REPEAT_KEYS))
+    if getattr(args, "asha_grace", None) and not is_sweep:
+        return "--asha-grace: stops the weaker trials of a sweep; a single run has none to compare"
+    if getattr(args, "eval_interval", None) and is_sweep and not getattr(args, "select_panel", None):
+        err = selection_panel_error(args.eval_panel, cfg.env)  # the sweep ranks on it: never the reported panel
+        if err:
+            return err.replace("--select-panel", "--eval-panel", 1)
     return selection_args_error(getattr(args, "select_panel", None), getattr(args, "select_episodes", None),
                                 getattr(args, "select_max_steps", None), env=cfg.env,
                                 # repeats alone (seeds) are nothing to pick among

@@ -100,6 +100,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="z-score the skill terms over the batch's active tokens (normalize_teacher_adv)")
     g.add_argument("--skill-routing", default=None, choices=ROUTING_MODES,
                    help="which skill teaches which step")
+    g = p.add_argument_group("validation during training (RLlib's config.evaluation; no analyzer, no skills)")
+    g.add_argument("--eval-interval", type=int, default=None,
+                   help="play --eval-panel every N iterations and after the last one, at the eval temperature; "
+                        "results under evaluation/ (TensorBoard, result.json, Tune)")
+    g.add_argument("--eval-panel", default=None, help="what to play, a panel name (e.g. alfworld/valid_seen@v1)")
+    g.add_argument("--eval-episodes", type=int, default=None, help="play only the panel's first K games")
+    g.add_argument("--eval-num-env-runners", type=int, default=None,
+                   help="remote evaluation runners (default 0: one evaluation runner in the driver)")
+    g.add_argument("--asha-grace", type=int, default=None,
+                   help="sweeps: stop trials early with Tune's ASHA on evaluation/success_rate, first after N "
+                        "iterations (needs --eval-interval)")
     g = p.add_argument_group("run")
     g.add_argument("--stop-iters", type=int, default=2, help="training iterations")
     g.add_argument("--output", default=None,

@@ -9,12 +9,12 @@ Determinism: chunk k is sampled with generation seed `seed + k` (the runner then
 generation step), so a fixed (model, panel, episodes, seed, batch_envs, settings) gives identical
 per-episode actions. Temperature 0 means greedy decoding.
 
-Playing is opid_rllib/eval/play.py (also used by `opid-sft`'s greedy check); the table
-(opid_rllib/eval/table.py) follows the reference's eval script: success % per ALFWorld
+Playing is opid_rllib/play.py (also used by `opid-sft`'s greedy check); the table
+(opid_rllib/paper_table.py) follows the reference's eval script: success % per ALFWorld
 category, their macro average "Avg", overall success "All", format-valid rate, episode length.
 
     from opid_rllib.eval.panel import evaluate, write_results
-    from opid_rllib.eval.table import format_table
+    from opid_rllib.paper_table import format_table
     res = evaluate(panel="alfworld/valid_unseen@v1", llm_model="tiny", episodes=20, temperature=0.4)
     print(format_table(res)); write_results(res, "outputs/eval/my-run")
 """
@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from opid_rllib.eval.chunk_log import ChunkLog
-from opid_rllib.eval.play import play_tasks
-from opid_rllib.eval.table import summarize
+from opid_rllib.play import play_tasks
+from opid_rllib.paper_table import summarize
 from opid_rllib.models.fingerprint import weights_fingerprint
 
 ENV_NAMES = ("alfworld", "webshop", "searchqa")

@@ -54,6 +54,13 @@ PANELS: list[Panel] = [
     Panel("success", "Success rate (overall and by task type)", [Axis(
         "success rate", ["opid/success_rate", "opid/success_by_type/*"],
         {"opid/success_rate": "overall"}, (-0.02, 1.02))]),
+    # Validation during training (evaluation.py): plotted at the iterations it was measured, not where carried.
+    Panel("evaluation", "Validation during training (no skills, eval temperature)", [
+        Axis("success %", ["evaluation/success_pct/*"], {}, (-2, 102)),
+        Axis("% of steps", ["evaluation/expert_agreement_pct", "evaluation/format_valid_pct"],
+             {"evaluation/expert_agreement_pct": "agreement with the expert",
+              "evaluation/format_valid_pct": "well-formed"}, (-2, 102)),
+        Axis("steps", ["evaluation/mean_episode_length"], {"evaluation/mean_episode_length": "episode length"})]),
     Panel("adv_share", "Advantage component shares", [Axis(
         "share of |advantage|", [f"learners/opid/adv/{c}_share" for c in _ADV], {}, (-0.02, 1.02))]),
     Panel("adv_abs_mean", "Advantage components: mean |A|", [Axis(

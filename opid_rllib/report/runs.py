@@ -139,8 +139,13 @@ def load_results(run_dir: os.PathLike | str) -> tuple[list[dict[str, Any]], list
 
 
 def series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    """(iterations, values) of one metric; an evaluation/ metric only where it was measured (an iteration
+    without evaluation carries the latest one, marked by evaluation/evaluated_at_iteration)."""
     xs, ys = [], []
     for r in rows:
+        if key.startswith("evaluation/") and "evaluation/evaluated_at_iteration" in r and \
+                _number(r["evaluation/evaluated_at_iteration"]) != _number(r.get("training_iteration")):
+            continue
         y = _number(r.get(key))
         if y is not None:
             xs.append(float(r["training_iteration"]))

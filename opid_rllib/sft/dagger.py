@@ -39,7 +39,7 @@ def play_policy(model: str, env_name: str, task_ids: Sequence[str], *, split: st
     from envs.panels import Panel
     from opid_rllib.env_runner import GroupedTextEnvRunner
     from opid_rllib.eval.panel import build_eval_config
-    from opid_rllib.eval.play import play_tasks
+    from opid_rllib.play import play_tasks
 
     panel = Panel(name=f"{env_name}/{split}:policy-states", env=env_name, split=split,
                   task_ids=tuple(str(t) for t in task_ids), env_kwargs=dict(env_kwargs or {}))

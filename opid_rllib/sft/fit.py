@@ -38,8 +38,8 @@ def reproduced(model, tokenizer, demos: Sequence, max_prompt_len: int = 2048,
 
 def by_verb(demos: Sequence, hits: Sequence[bool]) -> dict[str, dict[str, float]]:
     """{verb: {"states", "reproduced", "pct"}} plus "all", verbs ordered by how often they were demonstrated
-    (verbs as opid-eval's agreement split names them: eval.table.command_kind)."""
-    from opid_rllib.eval.table import command_kind
+    (verbs as opid-eval's agreement split names them: opid_rllib.paper_table.command_kind)."""
+    from opid_rllib.paper_table import command_kind
 
     counts: dict[str, list[int]] = {}
     for d, ok in zip(demos, hits):

@@ -1,7 +1,7 @@
 """Greedy success of a policy on given task ids, played by the training env runner.
 
 Why not a loop of its own: the warm start is only useful if the policy does well on the prompts,
-encoding and projection RL uses, so this plays through `eval.play.play_tasks` on a
+encoding and projection RL uses, so this plays through `opid_rllib.play.play_tasks` on a
 GroupedTextEnvRunner (the path `opid-eval` takes) with an ad-hoc panel of the given tasks, and adds
 the SFT-specific rate: agreement with the env expert's next command.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from opid_rllib.eval.table import expert_agreement
+from opid_rllib.paper_table import expert_agreement
 
 
 def evaluate_greedy(model_path, env_name: str, task_ids: Iterable[str], *, history_length: int, max_steps: int,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from opid_rllib.cli.eval import main
-from opid_rllib.eval.table import ALFWORLD_COLUMNS, format_table, summarize
+from opid_rllib.paper_table import ALFWORLD_COLUMNS, format_table, summarize
 from opid_rllib.models.fingerprint import weights_fingerprint
 
 PANEL = "searchqa/smoke@v1"

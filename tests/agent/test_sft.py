@@ -254,7 +254,7 @@ def test_progress_lines_are_throttled_with_an_eta():
 
 
 def test_expert_agreement_counts_valid_steps_matching_the_plan():
-    from opid_rllib.eval.table import expert_agreement
+    from opid_rllib.paper_table import expert_agreement
 
     recs = [{"actions": ["go to desk 1", "take pen", "look"], "format_valid": [True, False, True],
              "expert_next": ["Go to  desk 1", "take pen", None]},
@@ -267,7 +267,7 @@ def test_agreement_by_the_experts_command_kind(tmp_path, capsys, bench_module):
     """The split that shows a policy walking right but never picking the object up; bench/eval_agreement.py
     re-reads opid-eval folders into it."""
     from opid_rllib.eval.headroom import format_headroom
-    from opid_rllib.eval.table import command_kind, expert_agreement, expert_agreement_by_kind, summarize
+    from opid_rllib.paper_table import command_kind, expert_agreement, expert_agreement_by_kind, summarize
 
     assert [command_kind(c) for c in ["Go to  desk 1", "take pen 1 from desk 1", "<search>who</search>",
                                       "click[Buy Now]", "  "]] == ["go to", "take", "search", "click", "other"]

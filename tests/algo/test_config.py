@@ -118,6 +118,32 @@ def test_reference_recipes_take_the_reference_ppo_minibatch():
         assert cfg.minibatch_size * cfg.num_learners == want, name
 
 
+def test_reference_recipes_validate_every_five_iterations_on_the_training_runners(monkeypatch, tmp_path):
+    """The reference's test_freq (5) at temperature 0.4; no evaluation runner of its own (no extra GPU); official
+    ALFWorld data validates on its own valid_seen split. The CPU examples leave evaluation off."""
+    import os
+    import runpy
+
+    from opid_rllib.evaluation import evaluation_env_config
+
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "tuned_examples")
+    for name, panel in (("alfworld_opid_qwen3_1_7b_gpu.py", "alfworld/valid_seen@v1"),
+                        ("webshop_opid_gpu.py", "webshop/test@v1"), ("searchqa_opid_gpu.py", "searchqa/test@v1")):
+        cfg = runpy.run_path(os.path.join(root, name), run_name="x")["config"]
+        assert (cfg.evaluation_interval, cfg.eval_panel, cfg.eval_temperature) == (5, panel, 0.4), name
+        assert cfg.evaluation_num_env_runners == 0 and cfg.get_evaluation_config_object().create_local_env_runner \
+            is False
+    monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path))
+    (tmp_path / "json_2.1.1" / "train").mkdir(parents=True)
+    cfg = runpy.run_path(os.path.join(root, "alfworld_opid_qwen3_1_7b_gpu.py"), run_name="x")["config"]
+    ev = cfg.get_evaluation_config_object()
+    assert cfg.eval_panel is None and evaluation_env_config(ev) == {"split": "valid_seen", "max_steps": 30,
+                                                                    "data_dir": str(tmp_path)}
+    assert cfg.env_config["split"] == "train"
+    cpu = runpy.run_path(os.path.join(root, "alfworld_opid_tiny_cpu.py"), run_name="x")["config"]
+    assert not cpu.evaluation_interval
+
+
 def test_train_task_ids_names_the_tasks_and_bad_ones_are_refused():
     for value, said in (([], "train_task_ids=[]: must be None"), (["a", 3], "train_task_ids=['a', 3]: must be None"),
                         ("abc", "train_task_ids='abc': expected list")):

@@ -42,6 +42,16 @@ def _run(fn, *a) -> tuple[int, str, str]:
     # repeats of one config (seeds 0..2, seed_trials) are no points to select among
     (["--num-samples", "3", "--select-panel", "alfworld/valid_seen@v1"], "--select-panel: only for a sweep"),
     (["--select-episodes", "0"], "--select-episodes 0: must be >= 1"),
+    # validation during training (opid_rllib/evaluation.py)
+    (["--eval-panel", "alfworld/valid_seen@v1"], "--eval-panel: sets up validation during training; give "
+                                                  "--eval-interval N too"),
+    (["--eval-interval", "2"], "--eval-interval: name what to play with --eval-panel"),
+    (["--eval-interval", "0", "--eval-panel", "alfworld/smoke@v1"], "--eval-interval 0: must be >= 1"),
+    (["--eval-interval", "2", "--eval-panel", "alfworld/nope@v1"], "eval_panel='alfworld/nope@v1': unknown panel"),
+    (["--eval-interval", "2", "--eval-panel", "searchqa/smoke@v1"], "eval_panel='searchqa/smoke@v1': a searchqa "
+                                                                     "panel, but env is 'alfworld'"),
+    (["--eval-interval", "2", "--eval-panel", "alfworld/smoke@v1", "--asha-grace", "1"],
+     "--asha-grace: stops the weaker trials of a sweep"),
     (["--select-max-steps", "30"], "--select-max-steps: sizes the --select-panel play; give --select-panel too"),
     (["--analyzer-option", "on_plan_step_skills"], "--analyzer-option 'on_plan_step_skills': must be KEY=VALUE"),
     (["--analyzer-option", "on_plan_steps=3"], "analyzer_config: analyzer 'hindsight' got unknown option(s) "

@@ -1,6 +1,6 @@
 """Play task ids with a built GroupedTextEnvRunner and turn its episodes into JSON records.
 
-Why apart from the panel setup (panel.py): this is the one rollout loop for every evaluation
+Why apart from the panel setup (eval/panel.py): this is the one rollout loop for every evaluation
 (opid-eval, in-training eval, the SFT warm start's greedy check), so prompts, encoding, projection
 and the step cap are always the training runner's.
 """
