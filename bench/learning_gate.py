@@ -72,6 +72,21 @@ def iters_to(curve: list[float], threshold: float, window: int) -> int | None:
     return None
 
 
+def teacher_trend(teacher: list[dict]) -> dict:
+    """The self-teacher over the run (skill arms): the share of episode-skill rows whose sampled command was on the
+    expert's plan, and Delta per token on those rows, at the first and the last iteration (does it wear down?)."""
+    rows = [t for t in teacher if t.get("delta_ep/on_plan_steps") is not None]
+    if not rows:
+        return {}
+
+    def at(t):
+        on, off = t["delta_ep/on_plan_steps"], t.get("delta_ep/off_plan_steps", 0.0)
+        return round(on / (on + off), 3) if on + off else None, t.get("delta_ep/on_plan_token_mean")
+
+    (share0, delta0), (share1, delta1) = at(rows[0]), at(rows[-1])
+    return {"on_plan_share_first_last": [share0, share1], "on_plan_delta_first_last": [delta0, delta1]}
+
+
 def summarize(runs: list[dict], window: int = 3) -> dict:
     """Per arm and seed: area, final success, iterations to GRPO's final success; means of the differences."""
     by = {(r["arm"], r["seed"]): r for r in runs}
@@ -91,7 +106,8 @@ def summarize(runs: list[dict], window: int = 3) -> dict:
             it = iters_to(r["curve"], threshold, window)
             table.append({"arm": arm, "seed": s, "base": r["base"], "area": round(area, 1),
                           "final": round(100 * float(np.mean(r["curve"][-window:])), 1),
-                          "iters_to_grpo_final": it, "seconds": r.get("wall_s", r.get("seconds"))})
+                          "iters_to_grpo_final": it, "seconds": r.get("wall_s", r.get("seconds")),
+                          **teacher_trend(r.get("teacher") or [])})
             if arm in diffs:
                 diffs[arm].append(area - 100 * float(np.mean(g["curve"])))
             if arm == "opid":

@@ -33,7 +33,7 @@ from ray.rllib.utils.metrics import (
 from opid_rllib import process_rng
 from opid_rllib.groups import (attach_outcome_advantages, content_free_skills, shard_by_group,
                                shuffle_skills_across_tasks)
-# ANALYZERS is re-exported: opid_rllib/cli/train_parser.py imports it from here.
+# ANALYZERS is re-exported for callers that take the algorithm's names from here.
 from opid_rllib.settings import ANALYZERS, EXPERIMENTAL_SETTINGS, OPID_DEFAULTS, RLLIB_TRAINING_KEYS  # noqa: F401
 
 # The algorithm state's entry for what RLlib's checkpoint leaves out: every process's random generators and the
@@ -95,12 +95,14 @@ class OPIDConfig(AlgorithmConfig):
         return self._set(**kw)
 
     def evaluation(self, *, eval_panel=NotProvided, eval_task_ids=NotProvided, eval_seed=NotProvided,
-                   eval_batch_envs=NotProvided, eval_final_iteration=NotProvided, **kw) -> "OPIDConfig":
+                   eval_batch_envs=NotProvided, eval_fresh_seeds=NotProvided, eval_final_iteration=NotProvided,
+                   **kw) -> "OPIDConfig":
         """RLlib's evaluation settings (evaluation_interval, evaluation_duration in episodes,
         evaluation_num_env_runners, evaluation_parallel_to_training, ...) plus what to play (evaluation.py)."""
         super().evaluation(**kw)
         return self._set(eval_panel=eval_panel, eval_task_ids=eval_task_ids, eval_seed=eval_seed,
-                         eval_batch_envs=eval_batch_envs, eval_final_iteration=eval_final_iteration)
+                         eval_batch_envs=eval_batch_envs, eval_fresh_seeds=eval_fresh_seeds,
+                         eval_final_iteration=eval_final_iteration)
 
     def get_evaluation_config_object(self):
         eval_cfg = super().get_evaluation_config_object()
@@ -263,7 +265,7 @@ class OPID(Algorithm):
 
         cfg = self.evaluation_config
         group = self.eval_env_runner_group
-        if group is not None and (group.num_remote_env_runners() or group.local_env_runner is not None):
+        if group is not None and group.num_remote_env_runners():
             group.sync_weights(from_worker_or_learner_group=self.learner_group, inference_only=True)
             env_config = None  # RLlib's evaluation runners, built on the evaluation env
         else:  # the training runners (their weights were synced by the training step), on the evaluation env
@@ -271,7 +273,7 @@ class OPID(Algorithm):
         make_callback("on_evaluate_start", callbacks_objects=self.callbacks,
                       callbacks_functions=self.config.callbacks_on_evaluate_start,
                       kwargs=dict(algorithm=self, metrics_logger=self.metrics))
-        records, wall_s = play_evaluation(group, cfg, env_config)
+        records, wall_s = play_evaluation(group, cfg, env_config, iteration=self.iteration + 1)
         from envs import env_name_of
 
         try:

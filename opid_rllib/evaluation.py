@@ -14,6 +14,7 @@ What is played (OPIDConfig settings, settings.OPID_DEFAULTS):
                    larger than the list;
   eval_seed, eval_batch_envs: opid-eval's --seed and --batch-envs (chunk k of eval_batch_envs games samples with
                    seed eval_seed + k, wherever it runs, so the result does not depend on the number of runners);
+  eval_fresh_seeds: the evaluation after iteration i starts at seed eval_seed + i * (number of chunks) instead;
   eval_temperature: the sampling temperature (0.4 in the reference).
 Where: RLlib's evaluation env runners (`evaluation_num_env_runners`; 0 = one eval runner in the driver process,
 whose random generators are put back afterwards, so evaluation never changes the training streams).
@@ -92,14 +93,13 @@ def evaluation_env_config(cfg) -> dict[str, Any]:
 
 def apply_to_evaluation_config(eval_cfg) -> None:
     """Turn RLlib's evaluation config object into opid-eval's deployment setting: the panel's env, no analyzer,
-    no skills in the prompt (OPIDConfig.get_evaluation_config_object calls this). With no evaluation runners
-    asked for, RLlib's evaluation group gets none either (no second model in the driver): the training runners
-    play the evaluation (GroupedTextEnvRunner.play_on)."""
+    no skills in the prompt (OPIDConfig.get_evaluation_config_object calls this). RLlib's evaluation group never
+    gets a runner in the driver (no second model there): its remote runners play, or with none asked for the
+    training runners do (GroupedTextEnvRunner.play_on)."""
     eval_cfg.env_config = evaluation_env_config(eval_cfg)
     eval_cfg.analyzer = "none"
     eval_cfg.skills_in_rollout_prompt = False
-    if eval_cfg.evaluation_num_env_runners == 0:
-        eval_cfg.create_local_env_runner = False
+    eval_cfg.create_local_env_runner = False
 
 
 def eval_task_list(cfg, runner=None) -> list[str]:
@@ -134,9 +134,11 @@ def _play_chunks(runner, chunks: Sequence[tuple[int, list[str]]], seed: int, tem
         runner.get_metrics()  # the evaluation's own counters never reach the training results
 
 
-def play_evaluation(group, cfg, env_config: Mapping[str, Any] | None = None) -> tuple[list[dict], float]:
+def play_evaluation(group, cfg, env_config: Mapping[str, Any] | None = None,
+                    iteration: int = 0) -> tuple[list[dict], float]:
     """Play one evaluation on an EnvRunnerGroup (its remote runners, else its local one); (records in task order,
-    seconds). `env_config`: the training runners play on envs built from it (their training envs are kept)."""
+    seconds). `env_config`: the training runners play on envs built from it (their training envs are kept).
+    `iteration`: the training iteration it follows (the seeds' offset with eval_fresh_seeds)."""
     t0 = time.perf_counter()
     n_remote = group.num_remote_env_runners()
     runner = group.local_env_runner
@@ -151,7 +153,8 @@ def play_evaluation(group, cfg, env_config: Mapping[str, Any] | None = None) -> 
         tasks = group.foreach_env_runner(tasks_of, local_env_runner=False)[0]
     b = int(cfg.eval_batch_envs)
     chunks = [(k, tasks[i:i + b]) for k, i in enumerate(range(0, len(tasks), b))]
-    args = (int(cfg.eval_seed), float(cfg.eval_temperature), b, None if env_config is None else dict(env_config))
+    seed = int(cfg.eval_seed) + (iteration * len(chunks) if cfg.eval_fresh_seeds else 0)
+    args = (seed, float(cfg.eval_temperature), b, None if env_config is None else dict(env_config))
     if n_remote == 0:
         played = _play_chunks(runner, chunks, *args)
     else:

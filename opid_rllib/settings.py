@@ -71,6 +71,9 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     "run_dir": (None, str),
     # validation during training (evaluation.py; how often and how many: RLlib's config.evaluation(...))
     "eval_panel": (None, str), "eval_task_ids": (None, list), "eval_seed": (0, int), "eval_batch_envs": (16, int),
+    # False: every evaluation samples with the same seeds (curves differ by the weights only); True: the one after
+    # iteration i with seeds of its own (the learning gate's "fresh seeds of the same games").
+    "eval_fresh_seeds": (False, bool),
     # Also evaluate after this iteration (the run's last; opid-train sets it from --stop-iters).
     "eval_final_iteration": (None, int),
 }

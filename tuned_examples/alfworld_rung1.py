@@ -13,7 +13,7 @@ what this scale can learn, which is why the gate uses them (RLlib's CartPole is 
 
 The gate metric is held-in success at the training temperature on fresh sampling seeds (GATE_TEMPERATURE, and why
 not the eval temperature): after every iteration the policy plays each game EVAL_COPIES times, no analyzer, no
-skills; the evaluation puts torch's random state back, so it never changes the training streams. The gate passes
+skills (config.evaluation; it puts the random state back, so it never changes the training streams). The gate passes
 when the mean of the last WINDOW evaluations reaches the base + GAIN within --stop-iters iterations on at least
 MIN_SEEDS seeds (`--as-test` exits 1 otherwise). The base is measured once per process on BASE_COPIES plays of
 each game. Each run ends with a play at the eval temperature, reported beside the gate.
@@ -90,7 +90,13 @@ def make_config(preset: str, model: str | os.PathLike, seed: int, **overrides):
     settings = dict(SETTINGS, llm_model=str(model), train_task_ids=list(GAMES),
                     **(OPID_SETTINGS if preset != "grpo" else {}), **overrides)
     cfg = OPIDConfig().environment("alfworld", env_config=dict(ENV_CONFIG, max_steps=settings["max_steps"]))
-    return apply_preset(cfg, preset, **settings).debugging(seed=seed)
+    cfg = apply_preset(cfg, preset, **settings).debugging(seed=seed)
+    # The gate's per-iteration held-in success, RLlib's way (opid_rllib/evaluation.py): after every iteration each
+    # game EVAL_COPIES times at the gate temperature, on the training runner, with seeds of its own each time.
+    plays = [g for g in GAMES for _ in range(EVAL_COPIES)]
+    return cfg.evaluation(evaluation_interval=1, evaluation_duration=len(plays), eval_task_ids=plays,
+                          eval_batch_envs=len(plays), eval_seed=10_000 * (seed + 1), eval_fresh_seeds=True,
+                          evaluation_config={"eval_temperature": GATE_TEMPERATURE})
 
 
 # The tuned examples' `config` (tests/algo/test_config.py validates every one): GRPO on the model in $OPID_MODEL.
@@ -146,7 +152,7 @@ def run(preset: str, model, seed: int, stop_iters: int = STOP_ITERS, base: float
             result = algo.train()
             train.append(float(result["opid"]["success_rate"]))
             teacher.append(_teacher_metrics(result))
-            evals.append(evaluate(algo, seed=10_000 * (seed + 1) + it, temperature=GATE_TEMPERATURE)["success"])
+            evals.append(float(result["evaluation"]["success_rate"]))  # config.evaluation, after this iteration
             mean = float(np.mean(evals[-WINDOW:]))
             if log:
                 log(f"[rung1] {preset} seed {seed} iter {it}: eval {evals[-1]:.3f} (last {WINDOW}: {mean:.3f}, "

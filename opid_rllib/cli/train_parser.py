@@ -34,7 +34,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from envs import ENVS
-    from opid_rllib.algorithm import ANALYZERS
+    from opid_rllib.settings import ANALYZERS
     from opid_rllib.generation.registry import BACKENDS
     from opid_rllib.groups import INVALID_ACTION_SOURCES
     from opid_rllib.routing import ROUTING_MODES

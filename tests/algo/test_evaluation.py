@@ -181,3 +181,24 @@ def test_a_sweep_ranks_on_the_final_evaluation_and_asha_reads_it(tmp_path):
             rows = [json.loads(line) for line in f]
         assert [r["evaluation"]["evaluated_at_iteration"] for r in rows] == [1, 2][:len(rows)]
         assert t["history"] == [rows[-1]["evaluation"]["success_rate"]]
+
+
+@pytest.mark.ray
+def test_fresh_seeds_give_each_evaluation_its_own_draws(ray_local):
+    """eval_fresh_seeds: the evaluation after iteration i samples from eval_seed + i * chunks (the learning gate's
+    fresh seeds); by default every evaluation draws the same (curves differ by the weights only)."""
+    def two_plays(**kw):
+        algo = _eval_config(**kw).build_algo()
+        try:
+            algo.evaluate()
+            first = [r["responses"] for r in algo.last_evaluation_episodes]
+            algo._iteration = 1  # as after one training iteration (no update: the same weights)
+            algo.evaluate()
+            return first, [r["responses"] for r in algo.last_evaluation_episodes]
+        finally:
+            algo.stop()
+
+    first, second = two_plays()
+    assert first == second
+    first, second = two_plays(eval_fresh_seeds=True)
+    assert first != second

@@ -130,6 +130,15 @@ def test_help_lists_only_working_flags_each_with_help():
             assert f"args.{a.dest}" in src or f'"{a.dest}"' in src, a.dest
 
 
+def test_help_needs_neither_ray_nor_torch():
+    """`opid-train --help` took 5.6 s when building the parser imported the algorithm (Ray + torch)."""
+    code = ("import sys\nfrom opid_rllib.cli.train import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n"
+            "    pass\nprint(sorted(m for m in ('ray', 'torch', 'transformers') if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip().splitlines()[-1] == "[]" and "--eval-interval" in p.stdout
+
+
 def test_choices_come_from_the_code_that_accepts_them():
     from opid_rllib.algorithm import ANALYZERS
     from opid_rllib.generation.registry import BACKENDS
