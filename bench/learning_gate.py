@@ -1,6 +1,7 @@
 """OPID against GRPO on the learning gate's rung 1 (tuned_examples/alfworld_rung1.py): four arms, paired seeds.
 
     python bench/learning_gate.py run --arms grpo,opid,content_free,shuffled --seeds 0,1,2 --out runs/gate
+    python bench/learning_gate.py unseen runs/gate      # generalisation: the 126 unseen games, once per final policy
     python bench/learning_gate.py summary runs/gate --json bench/results/learning_gate.json --plot docs/img/gate.png
 
 Every arm starts from the rung's base, trains the same number of iterations (`--iters`, no early stop) with one
@@ -62,6 +63,31 @@ def run_arms(arms: list[str], seeds: list[int], iters: int, out: Path) -> None:
             r.update(arm=arm, iters=iters, model=str(model), wall_s=round(time.perf_counter() - t0, 1))
             path.write_text(json.dumps(r, indent=1) + "\n")
             print(f"[gate] {arm} seed {seed}: wrote {path}")
+
+
+UNSEEN = "alfworld/valid_unseen@v1"
+
+
+def play_unseen(out: Path, max_steps: int = 30) -> None:
+    """Generalisation, outside the gate: the base and every final policy `run` saved (OUT/models/ARM_sSEED) play the
+    126 unseen games once (T 0.4, the env's 30-step cap, the rung's prompt settings); OUT/unseen_NAME.json each."""
+    from opid_rllib.eval.panel import evaluate
+
+    rung1 = _rung1()
+    models = [("base", rung1.warm_start())] + [(p.name, p) for p in sorted((out / "models").glob("*_s*"))]
+    for name, model in models:
+        path = out / f"unseen_{name}.json"
+        if path.exists():
+            print(f"[gate] {path} exists; kept")
+            continue
+        res = evaluate(panel=UNSEEN, llm_model=str(model), temperature=0.4, max_steps=max_steps, seed=0,
+                       progress=False, **{k: rung1.SETTINGS[k] for k in ("history_length", "max_new_tokens",
+                                                                          "max_prompt_len")})
+        table = res["table"]
+        path.write_text(json.dumps({"model": name, "panel": UNSEEN, "success_pct": table["success_pct"],
+                                    "expert_agreement_pct": table.get("expert_agreement_pct"),
+                                    "max_steps": max_steps, "wall_s": res["timing"]["wall_s"]}, indent=1) + "\n")
+        print(f"[gate] {name} on {UNSEEN}: {table['success_pct']['All']} % in {res['timing']['wall_s']:.0f} s")
 
 
 def iters_to(curve: list[float], threshold: float, window: int) -> int | None:
@@ -128,6 +154,8 @@ def load_runs(folder: Path) -> list[dict]:
     whose GRPO runs are this comparison's GRPO arm when their --stop-iters equals --iters here)."""
     runs = []
     for p in sorted(folder.glob("*.json")):
+        if p.name.startswith("unseen_"):
+            continue
         d = json.loads(p.read_text())
         for r in d.get("runs", [d]):
             if "arm" not in r:
@@ -171,6 +199,8 @@ def main(argv=None) -> int:
     r.add_argument("--seeds", default="0,1,2")
     r.add_argument("--iters", type=int, default=ITERS)
     r.add_argument("--out", required=True)
+    u = sub.add_parser("unseen", help="play the 126 unseen games with the base and each saved final policy")
+    u.add_argument("folder")
     s = sub.add_parser("summary", help="gather a --out folder into one JSON (and a PNG)")
     s.add_argument("folder")
     s.add_argument("--json", default=None)
@@ -183,11 +213,20 @@ def main(argv=None) -> int:
             ap.error(f"--arms: {bad[0]!r} is not an arm; choose from {list(ARMS)}")
         run_arms(arms, [int(x) for x in args.seeds.split(",") if x.strip()], args.iters, Path(args.out))
         return 0
+    if args.cmd == "unseen":
+        play_unseen(Path(args.folder))
+        return 0
     runs = load_runs(Path(args.folder))
     if not any(r["arm"] == "grpo" for r in runs):
         print(f"[gate] no GRPO run in {args.folder}: the summary is relative to it", file=sys.stderr)
         return 2
     out = summarize(runs)
+    unseen = {json.loads(p.read_text())["model"]: json.loads(p.read_text())
+              for p in sorted(Path(args.folder).glob("unseen_*.json"))}
+    if unseen:  # generalisation, outside the gate (`unseen`)
+        out["unseen"] = {"panel": UNSEEN, "command": f"python bench/learning_gate.py unseen {args.folder}",
+                         "success_pct_all": {k: v["success_pct"]["All"] for k, v in unseen.items()},
+                         "expert_agreement_pct": {k: v["expert_agreement_pct"] for k, v in unseen.items()}}
     out["runs"] = runs
     out["commands"] = sorted({r.get("command") or f"python bench/learning_gate.py run --arms {r['arm']} --seeds "
                               f"{r['seed']} --iters {r['iters']} --out OUT" for r in runs})

@@ -20,6 +20,7 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.util import log_once
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     ENV_RUNNER_SAMPLING_TIMER,
@@ -35,6 +36,10 @@ from opid_rllib.groups import (attach_outcome_advantages, content_free_skills, s
                                shuffle_skills_across_tasks)
 # ANALYZERS is re-exported for callers that take the algorithm's names from here.
 from opid_rllib.settings import ANALYZERS, EXPERIMENTAL_SETTINGS, OPID_DEFAULTS, RLLIB_TRAINING_KEYS  # noqa: F401
+
+# OPID runs only on RLlib's new API stack: RLlib's notice that this is now the default (printed once per process on
+# validate) tells an OPID user nothing, so its one-time key is taken here.
+log_once("OPID_on_new_api_stack")
 
 # The algorithm state's entry for what RLlib's checkpoint leaves out: every process's random generators and the
 # env runners' skill caches (OPID._resume_state).

@@ -45,3 +45,26 @@ def test_bad_arm_is_refused_in_one_line(gate, capsys):
     with pytest.raises(SystemExit):
         gate.main(["run", "--arms", "grpo,teacher", "--out", "x"])
     assert "'teacher' is not an arm" in capsys.readouterr().err
+
+
+def test_teacher_trend_and_unseen_plays_reach_the_summary(gate, tmp_path):
+    """The self-teacher's on-plan share and Delta, first and last iteration; the unseen plays beside the gate."""
+    import json
+
+    teacher = [{"delta_ep/on_plan_steps": 3.0, "delta_ep/off_plan_steps": 1.0, "delta_ep/on_plan_token_mean": -0.2},
+               {}, {"delta_ep/on_plan_steps": 1.0, "delta_ep/off_plan_steps": 1.0, "delta_ep/on_plan_token_mean": -0.1}]
+    assert gate.teacher_trend(teacher) == {"on_plan_share_first_last": [0.75, 0.5],
+                                           "on_plan_delta_first_last": [-0.2, -0.1]}
+    assert gate.teacher_trend([{}, {}]) == {}
+    for arm, curve in (("grpo", [0.3, 0.5, 0.6]), ("opid", [0.2, 0.4, 0.5])):
+        (tmp_path / f"{arm}_s0.json").write_text(json.dumps(dict(_run(arm, 0, curve), iters=3, teacher=teacher)))
+    for name, pct in (("base", 1.6), ("opid_s0", 3.2)):
+        (tmp_path / f"unseen_{name}.json").write_text(json.dumps({"model": name, "success_pct": {"All": pct},
+                                                                  "expert_agreement_pct": 20.0}))
+    out = tmp_path / "gate.json"
+    assert gate.main(["summary", str(tmp_path), "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["unseen"]["success_pct_all"] == {"base": 1.6, "opid_s0": 3.2}
+    assert len(got["runs"]) == 2
+    assert {r["arm"]: r.get("on_plan_share_first_last") for r in got["table"]} == {"grpo": [0.75, 0.5],
+                                                                                   "opid": [0.75, 0.5]}

@@ -171,3 +171,12 @@ def test_research_settings_are_fenced_in_experimental():
     assert (c.teacher_sample_adv_weight, c.shuffle_skills) == (0.5, True)
     with pytest.raises(TypeError, match=r"experimental\(lr=...\): not an experimental setting"):
         OPIDConfig().experimental(lr=1e-5)
+
+
+def test_validate_does_not_print_rllibs_new_api_stack_notice(caplog):
+    """OPID only runs on the new API stack; RLlib's once-per-process notice that it is the default is noise here."""
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        OPIDConfig().validate()
+    assert not [r for r in caplog.records if "new API stack" in r.getMessage()]
