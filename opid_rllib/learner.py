@@ -65,10 +65,9 @@ class OPIDTorchLearner(TorchLearner):
         # LoRA: the reference is the same model with its adapters disabled (no second copy).
         self._ref_is_base = bool(mc.get("lora"))
         if self._needs_ref() and not self._ref_is_base:
-            from transformers import AutoModelForCausalLM
+            from opid_rllib.models.resolve import load_model
 
-            self._ref_model = AutoModelForCausalLM.from_pretrained(
-                mc["model_path"], dtype=DTYPES[mc.get("dtype", "float32")])
+            self._ref_model = load_model(mc["model_path"], DTYPES[mc.get("dtype", "float32")])
             self._ref_model.to(self._device).eval().requires_grad_(False)
 
     def _needs_ref(self) -> bool:

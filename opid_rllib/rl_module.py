@@ -39,7 +39,9 @@ class LLMRLModule(TorchRLModule):
     score_micro_batch_size."""
 
     def setup(self):
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
+
+        from opid_rllib.models.resolve import load_model
 
         cfg = self.model_config or {}
         if cfg.get("torch_threads"):
@@ -57,7 +59,7 @@ class LLMRLModule(TorchRLModule):
         # Learner: fp32 master weights + autocast; sampler: the compute dtype itself. With LoRA the
         # frozen base stays in the compute dtype and only the (fp32) adapters are masters.
         weights = self.compute_dtype if (self.inference_only or lora) else torch.float32
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=weights)
+        self.model = load_model(path, weights)
         if cfg.get("gradient_checkpointing") and not self.inference_only:
             self.model.gradient_checkpointing_enable()
             if lora:

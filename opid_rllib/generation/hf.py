@@ -26,11 +26,13 @@ class HFBackend(GenerationBackend):
 
     def __init__(self, model_path: str | None = None, *, model=None, tokenizer=None, dtype: str = "float32",
                  max_batch_size: int | None = None, stop: Sequence[str] | None = None, **_: Any):
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
+
+        from opid_rllib.models.resolve import load_model
 
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(model_path)
         if model is None:
-            model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))
+            model = load_model(model_path, getattr(torch, dtype))
         self.model = model
         if max_batch_size is None:  # CPU: small length-sorted chunks pad less (0.78x rollout time vs 64 rows
             # with action-only answers, bench/eval_speed.py); accelerators want wide batches

