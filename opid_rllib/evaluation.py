@@ -16,8 +16,9 @@ What is played (OPIDConfig settings, settings.OPID_DEFAULTS):
                    seed eval_seed + k, wherever it runs, so the result does not depend on the number of runners);
   eval_fresh_seeds: the evaluation after iteration i starts at seed eval_seed + i * (number of chunks) instead;
   eval_temperature: the sampling temperature (0.4 in the reference).
-Where: RLlib's evaluation env runners (`evaluation_num_env_runners`; 0 = one eval runner in the driver process,
-whose random generators are put back afterwards, so evaluation never changes the training streams).
+Where: RLlib's remote evaluation runners (`evaluation_num_env_runners` > 0), else the training runners on envs of
+the evaluation split (GroupedTextEnvRunner.play_on): no second model in the driver. Each play puts its process's
+random generators back, so evaluation never changes the training streams.
 """
 
 from __future__ import annotations
@@ -62,12 +63,13 @@ def evaluation_errors(cfg) -> list[str]:
                           "built yet); build the env's data or pick another panel")
         if cfg.eval_task_ids is not None:
             errors.append("eval_task_ids: eval_panel already names the games; set one of them")
-    if cfg.eval_task_ids is not None and not (isinstance(cfg.eval_task_ids, list) and cfg.eval_task_ids
-                                              and all(isinstance(t, str) for t in cfg.eval_task_ids)):
+    # (a value of the wrong type is named once, by config_checks' type check)
+    if isinstance(cfg.eval_task_ids, list) and not (cfg.eval_task_ids and all(isinstance(t, str)
+                                                                              for t in cfg.eval_task_ids)):
         errors.append(f"eval_task_ids={cfg.eval_task_ids!r}: must be None or a non-empty list of task id strings")
-    if not isinstance(cfg.eval_seed, int) or cfg.eval_seed < 0:
+    if isinstance(cfg.eval_seed, int) and cfg.eval_seed < 0:
         errors.append(f"eval_seed={cfg.eval_seed!r}: must be an int >= 0")
-    if not isinstance(cfg.eval_batch_envs, int) or cfg.eval_batch_envs < 1:
+    if isinstance(cfg.eval_batch_envs, int) and cfg.eval_batch_envs < 1:
         errors.append(f"eval_batch_envs={cfg.eval_batch_envs!r}: must be an int >= 1 (games played side by side)")
     if cfg.eval_final_iteration is not None and not cfg.evaluation_interval:
         errors.append(f"eval_final_iteration={cfg.eval_final_iteration}: evaluation is off; set "

@@ -47,6 +47,9 @@ def test_bad_evaluation_settings_are_refused_in_one_line_each():
         errors = config_errors(_eval_config(**change))
         assert len(errors) == 1 and errors[0].startswith(want), (want, errors)
         assert "\n" not in errors[0]
+    typo = config_errors(_eval_config(eval_seed="5"))
+    assert typo == ["eval_seed='5': expected int"]  # named once, by the type check
+    assert config_errors(_eval_config(eval_panel=None, eval_task_ids=[]))[0].startswith("eval_task_ids=[]: must be")
     off = tiny_config("searchqa").evaluation(eval_final_iteration=3)
     assert config_errors(off) == ["eval_final_iteration=3: evaluation is off; set "
                                   "config.evaluation(evaluation_interval=N) as well"]
