@@ -266,6 +266,7 @@ class OPID(Algorithm):
             return super().evaluate(parallel_train_future=parallel_train_future)
         from ray.rllib.callbacks.utils import make_callback
 
+        from envs import env_name_of
         from opid_rllib.evaluation import evaluation_metrics, play_evaluation
 
         cfg = self.evaluation_config
@@ -279,8 +280,6 @@ class OPID(Algorithm):
                       callbacks_functions=self.config.callbacks_on_evaluate_start,
                       kwargs=dict(algorithm=self, metrics_logger=self.metrics))
         records, wall_s = play_evaluation(group, cfg, env_config, iteration=self.iteration + 1)
-        from envs import env_name_of
-
         try:
             env = env_name_of(cfg.env)
         except ValueError:  # a user-registered gymnasium id: the table groups by task type
