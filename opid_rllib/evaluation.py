@@ -102,6 +102,8 @@ def apply_to_evaluation_config(eval_cfg) -> None:
     eval_cfg.analyzer = "none"
     eval_cfg.skills_in_rollout_prompt = False
     eval_cfg.create_local_env_runner = False
+    # learner-side terms that need an analyzer's skills: nothing here learns, and validate would refuse them
+    eval_cfg.teacher_sample_adv_weight = eval_cfg.teacher_sample_sft_coeff = eval_cfg.teacher_anchor_coeff = 0.0
 
 
 def eval_task_list(cfg, runner=None) -> list[str]:
