@@ -221,8 +221,8 @@ def main(argv=None) -> int:
         print(f"[gate] no GRPO run in {args.folder}: the summary is relative to it", file=sys.stderr)
         return 2
     out = summarize(runs)
-    unseen = {json.loads(p.read_text())["model"]: json.loads(p.read_text())
-              for p in sorted(Path(args.folder).glob("unseen_*.json"))}
+    plays = [json.loads(p.read_text()) for p in sorted(Path(args.folder).glob("unseen_*.json"))]
+    unseen = {d["model"]: d for d in plays}
     if unseen:  # generalisation, outside the gate (`unseen`)
         out["unseen"] = {"panel": UNSEEN, "command": "python bench/learning_gate.py unseen OUT",
                          "success_pct_all": {k: v["success_pct"]["All"] for k, v in unseen.items()},

@@ -260,37 +260,14 @@ class OPID(Algorithm):
 
     # ---- validation (evaluation.py) ------------------------------------------------------
     def evaluate(self, parallel_train_future=None) -> dict:
-        """Play the evaluation games without analyzer or skills on the evaluation runners, with the learner's
-        current weights; the results land under `evaluation/` (a custom_evaluation_function keeps RLlib's path)."""
+        """Play the evaluation games without analyzer or skills, with the learner's current weights; the results land
+        under `evaluation/` (evaluation.run_evaluation; a custom_evaluation_function keeps RLlib's path)."""
         if self.config.custom_evaluation_function:
             return super().evaluate(parallel_train_future=parallel_train_future)
-        from ray.rllib.callbacks.utils import make_callback
+        from opid_rllib.evaluation import run_evaluation
 
-        from envs import env_name_of
-        from opid_rllib.evaluation import evaluation_metrics, play_evaluation
-
-        cfg = self.evaluation_config
-        group = self.eval_env_runner_group
-        if group is not None and group.num_remote_env_runners():
-            group.sync_weights(from_worker_or_learner_group=self.learner_group, inference_only=True)
-            env_config = None  # RLlib's evaluation runners, built on the evaluation env
-        else:  # the training runners (their weights were synced by the training step), on the evaluation env
-            group, env_config = self.env_runner_group, cfg.env_config
-        make_callback("on_evaluate_start", callbacks_objects=self.callbacks,
-                      callbacks_functions=self.config.callbacks_on_evaluate_start,
-                      kwargs=dict(algorithm=self, metrics_logger=self.metrics))
-        records, wall_s = play_evaluation(group, cfg, env_config, iteration=self.iteration + 1)
-        try:
-            env = env_name_of(cfg.env)
-        except ValueError:  # a user-registered gymnasium id: the table groups by task type
-            env = str(cfg.env)
-        results = evaluation_metrics(records, env, temperature=cfg.eval_temperature, wall_s=wall_s,
-                                     panel=cfg.eval_panel)
-        results["evaluated_at_iteration"] = self.iteration + 1
-        self._last_evaluation, self.last_evaluation_episodes = results, records  # records: opid-eval's episodes
-        make_callback("on_evaluate_end", callbacks_objects=self.callbacks,
-                      callbacks_functions=self.config.callbacks_on_evaluate_end,
-                      kwargs=dict(algorithm=self, metrics_logger=self.metrics, evaluation_metrics=results))
+        results, self.last_evaluation_episodes = run_evaluation(self)  # episodes: opid-eval's records
+        self._last_evaluation = results
         return results
 
     def step(self) -> dict:

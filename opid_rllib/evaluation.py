@@ -151,8 +151,10 @@ def play_evaluation(group, cfg, env_config: Mapping[str, Any] | None = None,
         with r.play_on(env_config) if env_config is not None else contextlib.nullcontext():
             return eval_task_list(cfg, r)
 
-    if n_remote == 0 or cfg.eval_panel or cfg.eval_task_ids is not None:
-        tasks = eval_task_list(cfg) if n_remote or runner is None else tasks_of(runner)
+    if cfg.eval_panel or cfg.eval_task_ids is not None:
+        tasks = eval_task_list(cfg)  # named by the config: no runner needed
+    elif n_remote == 0:
+        tasks = tasks_of(runner)
     else:  # the eval env's own task list, asked of a remote runner
         tasks = group.foreach_env_runner(tasks_of, local_env_runner=False)[0]
     b = int(cfg.eval_batch_envs)
@@ -167,6 +169,37 @@ def play_evaluation(group, cfg, env_config: Mapping[str, Any] | None = None,
         played = [c for res in group.foreach_env_runner(funcs, local_env_runner=False) for c in res]
     records = [r for _, recs in sorted(played, key=lambda c: c[0]) for r in recs]
     return records, time.perf_counter() - t0
+
+
+def run_evaluation(algo) -> tuple[dict[str, Any], list[dict]]:
+    """One evaluation of an OPID algorithm (OPID.evaluate): on RLlib's remote evaluation runners, synced from the
+    learner first, else on the training runners (synced by the training step) with envs of the evaluation split;
+    RLlib's on_evaluate_start/end callbacks around it. Returns (the evaluation/ results, the episode records)."""
+    from ray.rllib.callbacks.utils import make_callback
+
+    from envs import env_name_of
+
+    cfg = algo.evaluation_config
+    group = algo.eval_env_runner_group
+    if group is not None and group.num_remote_env_runners():
+        group.sync_weights(from_worker_or_learner_group=algo.learner_group, inference_only=True)
+        env_config = None  # RLlib's evaluation runners, built on the evaluation env
+    else:
+        group, env_config = algo.env_runner_group, cfg.env_config
+    make_callback("on_evaluate_start", callbacks_objects=algo.callbacks,
+                  callbacks_functions=algo.config.callbacks_on_evaluate_start,
+                  kwargs=dict(algorithm=algo, metrics_logger=algo.metrics))
+    records, wall_s = play_evaluation(group, cfg, env_config, iteration=algo.iteration + 1)
+    try:
+        env = env_name_of(cfg.env)
+    except ValueError:  # a user-registered gymnasium id: the table groups by task type
+        env = str(cfg.env)
+    results = evaluation_metrics(records, env, temperature=cfg.eval_temperature, wall_s=wall_s, panel=cfg.eval_panel)
+    results["evaluated_at_iteration"] = algo.iteration + 1
+    make_callback("on_evaluate_end", callbacks_objects=algo.callbacks,
+                  callbacks_functions=algo.config.callbacks_on_evaluate_end,
+                  kwargs=dict(algorithm=algo, metrics_logger=algo.metrics, evaluation_metrics=results))
+    return results, records
 
 
 def evaluation_metrics(records: Sequence[Mapping[str, Any]], env: str, *, temperature: float, wall_s: float,

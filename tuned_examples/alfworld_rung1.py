@@ -163,9 +163,9 @@ def run(preset: str, model, seed: int, stop_iters: int = STOP_ITERS, base: float
                     break
         final_eval_t = evaluate(algo, seed=BASE_SEED + 1, copies=BASE_COPIES)
         if save_dir is not None:
-            module = algo.env_runner_group.local_env_runner.module
-            module.model.save_pretrained(save_dir)
-            module.tokenizer.save_pretrained(save_dir)
+            from opid_rllib.export import save_policy
+
+            save_policy(algo.env_runner_group.local_env_runner.module, save_dir)
     finally:
         algo.stop()
     return {"preset": preset, "seed": seed, "base": base, "target": round(target, 4), "curve": evals,

@@ -346,7 +346,7 @@ def _no_tune_error(cfg, args) -> str | None:
 def _selection_error(cfg, args) -> str | None:
     from opid_rllib.sweep_panel import selection_args_error, selection_panel_error
 
-    is_sweep = bool(set(searched_keys(cfg)) - set(REPEAT_KEYS))
+    is_sweep = bool(set(searched_keys(cfg)) - set(REPEAT_KEYS))  # repeats alone (seeds) are nothing to pick among
     if getattr(args, "asha_grace", None) and not is_sweep:
         return "--asha-grace: stops the weaker trials of a sweep; a single run has none to compare"
     if getattr(args, "eval_interval", None) and is_sweep and not getattr(args, "select_panel", None):
@@ -354,9 +354,7 @@ def _selection_error(cfg, args) -> str | None:
         if err:
             return err.replace("--select-panel", "--eval-panel", 1)
     return selection_args_error(getattr(args, "select_panel", None), getattr(args, "select_episodes", None),
-                                getattr(args, "select_max_steps", None), env=cfg.env,
-                                # repeats alone (seeds) are nothing to pick among
-                                is_sweep=bool(set(searched_keys(cfg)) - set(REPEAT_KEYS)))
+                                getattr(args, "select_max_steps", None), env=cfg.env, is_sweep=is_sweep)
 
 
 def _get(d, path, default=float("nan")):

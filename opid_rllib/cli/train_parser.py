@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--eval-panel", default=None, help="what to play, a panel name (e.g. alfworld/valid_seen@v1)")
     g.add_argument("--eval-episodes", type=int, default=None, help="play only the panel's first K games")
     g.add_argument("--eval-num-env-runners", type=int, default=None,
-                   help="remote evaluation runners (default 0: one evaluation runner in the driver)")
+                   help="remote evaluation runners (default 0: the training runners play the evaluation)")
     g.add_argument("--asha-grace", type=int, default=None,
                    help="sweeps: stop trials early with Tune's ASHA on evaluation/success_rate, first after N "
                         "iterations (needs --eval-interval)")

@@ -77,6 +77,7 @@ def test_in_training_evaluation_equals_opid_eval_on_the_same_weights(ray_local, 
     (same panel, episodes, seed and chunking), so the curve can be trusted. Evaluation runs with no analyzer and
     no skills, in the training iteration's result under evaluation/."""
     from opid_rllib.eval.panel import evaluate
+    from opid_rllib.export import save_policy
 
     algo = _eval_config(evaluation_num_env_runners=2, evaluation_duration=5).build_algo()
     try:
@@ -88,8 +89,7 @@ def test_in_training_evaluation_equals_opid_eval_on_the_same_weights(ray_local, 
         weights = {k: v.clone() for k, v in algo.learner_group._learner.module["default_policy"].model.state_dict().items()}
         module = algo.env_runner_group.local_env_runner.module
         module.model.load_state_dict(weights)
-        module.model.save_pretrained(tmp_path / "policy")
-        module.tokenizer.save_pretrained(tmp_path / "policy")
+        save_policy(module, tmp_path / "policy")
         direct = evaluate({"llm_model": str(tmp_path / "policy"), "max_new_tokens": 12, "max_prompt_len": 512,
                            "history_length": 2, "max_steps": 3}, panel=PANEL, episodes=5, seed=5, batch_envs=2,
                            progress=False)
