@@ -7,10 +7,12 @@ client timeout although the server is fine. So the cap on requests in flight bel
 endpoint, not to an analyzer. Learned quirks (a field the server rejects, structured output it
 ignores) are remembered per (endpoint, model), so only the first request pays for them.
 
-Timeouts: a timed-out request is abandoned by the client but a server that does not notice the
-disconnect (llama.cpp) keeps generating it. `SlotLimiter.release(hold_s)` keeps that request's
-slot counted for `hold_s` more seconds, so the retry is not queued behind it on the server and
-does not time out in turn (see OpenAIAnalyzer's `abandoned_hold_s`).
+Timeouts: a timed-out request is abandoned by the client. A streamed one stops on the server when
+the connection closes (transport.py); an unstreamed one goes on, and `SlotLimiter.release(hold_s)`
+keeps its slot counted until the server would have finished it at the measured tokens/s
+(`finish_estimate_s`), so the retry is not queued behind it on the server and does not time out in
+turn (see OpenAIAnalyzer's `abandoned_hold_s`). The answer cap's learned parts (the context, the
+prompt's characters per token, the reasoning-token scale) live here too (answer_cap.py).
 """
 
 from __future__ import annotations
@@ -20,12 +22,22 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from opid_rllib.analyzer.answer_cap import (
+    DEFAULT_CHARS_PER_TOKEN,
+    RAISE_LIMIT,
+    estimate_prompt_tokens,
+    fit_to_context,
+)
+
 RESPONSE_FORMATS = ("auto", "json_schema", "json_object", "none")
 TOKEN_LIMIT_PARAMS = ("auto", "max_tokens", "max_completion_tokens")
 # Structured-output levels tried in order; a rejection (HTTP 400/422 naming the field) or answers
 # that ignore it move one level down, for this endpoint and model, for the rest of the process.
-_LADDERS = {"auto": ("json_schema", "json_object", "none"), "json_schema": ("json_schema", "none"),
-            "json_object": ("json_object", "none"), "none": ("none",)}
+# "json_object_schema" is a JSON object request carrying the schema (llama-cpp-python and Anyscale constrain the
+# answer to it; llama-cpp-python refuses json_schema): SmolLM2-135M then writes the right keys, not just any JSON.
+_LADDERS = {"auto": ("json_schema", "json_object_schema", "json_object", "none"),
+            "json_schema": ("json_schema", "none"),
+            "json_object": ("json_object_schema", "json_object", "none"), "none": ("none",)}
 # Answers to a structured request that are not one JSON object before we stop asking for it.
 IGNORED_LIMIT = 2
 _OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
@@ -74,6 +86,11 @@ class _ModelQuirks:
     rf_level: int = 0
     ignored_streak: int = 0
     dropped: set[str] = field(default_factory=set)
+    context_tokens: int | None = None       # the model's context, once configured or refused
+    chars_per_token: float = DEFAULT_CHARS_PER_TOKEN   # the fewest seen (over-counting prompts is safe)
+    cap_scale: int = 1                      # x2 per empty answer cut at the cap (reasoning tokens)
+    tokens_per_s: float | None = None       # generation speed of the latest answer
+    streams: bool | None = None             # answered a streamed request with events (None: not seen yet)
 
 
 class Endpoint:
@@ -123,6 +140,10 @@ class Endpoint:
         kept = tuple(p for p in ("max_tokens", "max_completion_tokens") if p not in dropped)
         return kept or ("max_completion_tokens",)
 
+    def dropped(self, model: str, name: str) -> bool:
+        with self._lock:
+            return name in self._q(model).dropped
+
     def drop_param(self, model: str, name: str) -> bool:
         with self._lock:
             q = self._q(model)
@@ -130,6 +151,55 @@ class Endpoint:
                 return False
             q.dropped.add(name)
             return True
+
+
+    # ---- the answer cap (answer_cap.py) ------------------------------------------------------
+    def answer_cap(self, model: str, cap: int, prompt: str, scalable: bool) -> int:
+        """`cap` (x the learned scale when `scalable`), fitted to the context; 0 = the prompt leaves no room."""
+        with self._lock:
+            q = self._q(model)
+            if scalable:
+                cap *= q.cap_scale
+            return fit_to_context(cap, q.context_tokens, estimate_prompt_tokens(prompt, q.chars_per_token))
+
+    def note_context(self, model: str, context_tokens: int, prompt_tokens: int | None, prompt: str) -> None:
+        with self._lock:
+            q = self._q(model)
+            q.context_tokens = int(context_tokens)
+            if prompt_tokens:
+                q.chars_per_token = min(q.chars_per_token, len(prompt) / int(prompt_tokens))
+
+    def raise_cap(self, model: str) -> bool:
+        """Double the cap for this model (up to RAISE_LIMIT); False when it is already there."""
+        with self._lock:
+            q = self._q(model)
+            if q.cap_scale >= RAISE_LIMIT:
+                return False
+            q.cap_scale *= 2
+            return True
+
+    def note_answer(self, model: str, prompt: str, prompt_tokens: int | None, completion_tokens: int | None,
+                    gen_s: float, streamed: bool | None) -> None:
+        """Learn from an answer: prompt chars per token, tokens/s, and whether a streamed request was streamed."""
+        with self._lock:
+            q = self._q(model)
+            if streamed is not None:
+                q.streams = streamed
+            if prompt_tokens:
+                q.chars_per_token = min(q.chars_per_token, len(prompt) / int(prompt_tokens))
+            if completion_tokens and gen_s > 0.05:
+                q.tokens_per_s = completion_tokens / gen_s
+
+    def finish_estimate_s(self, model: str, cap: int, elapsed_s: float, default_s: float, streamed: bool) -> float:
+        """Seconds until the server is done with an abandoned answer of at most `cap` tokens: 0 for a streamed
+        request to a server seen streaming (it stops on disconnect), else the rest of the cap at the measured
+        speed; `default_s` before any speed is known."""
+        with self._lock:
+            q = self._q(model)
+            if streamed and q.streams:
+                return 0.0
+            rate = q.tokens_per_s
+        return default_s if not rate else max(0.0, cap / rate - elapsed_s)
 
 
 _ENDPOINTS: dict[str, Endpoint] = {}

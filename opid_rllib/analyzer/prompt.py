@@ -38,6 +38,8 @@ def response_format_payload(kind: str) -> dict | None:
     if kind == "json_schema":
         return {"type": "json_schema",
                 "json_schema": {"name": "trajectory_analysis", "schema": ANALYSIS_JSON_SCHEMA, "strict": False}}
+    if kind == "json_object_schema":
+        return {"type": "json_object", "schema": ANALYSIS_JSON_SCHEMA}
     if kind == "json_object":
         return {"type": "json_object"}
     return None

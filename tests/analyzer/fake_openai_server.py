@@ -23,8 +23,19 @@ Server quirks, to emulate real OpenAI-compatible servers:
                    type gets a pydantic body naming the field, with HTTP `format_status` (422; llama-cpp-python
                    0.3.36 sends it as a 500, and knows only text and json_object)
   slots, work_s    a server with `slots` generation slots, each request taking `work_s` (slow
-                   requests `slow_s`) inside a slot; like llama.cpp it finishes requests whose
+                   requests `slow_s`) inside a slot; like llama.cpp it finishes unstreamed requests whose
                    client already gave up (`max_in_flight` records the most running at once)
+  streams          True: a request with "stream": true is answered as server-sent events, one word per event
+                   spread over the request's work time, and, like llama.cpp and vLLM, the generation stops when
+                   the client closes the connection (`stops_on_disconnect`); False: such requests get one
+                   JSON body, like a server that ignores the field
+  n_ctx            a context of that many words: a request whose prompt words plus cap exceed it gets
+                   llama-cpp-python's 400 "maximum context length" body
+  hidden_tokens    a reasoning model: that many hidden words count against the cap first; a cap that leaves
+                   no room for the answer gets empty content and finish_reason "length"
+What it is generating is reported: `generating` holds the running generations ({"abandoned": bool, ...}; an
+unstreamed one is marked abandoned when its client closes the socket), `queued_behind_abandoned` counts
+requests that arrived while an abandoned generation still ran, `busy_until` is when the last one ended.
 Every request is recorded (path, headers, JSON body) in `server.requests`, every 200 answer as
 (content, finish_reason) in `server.replies`.
 
@@ -35,8 +46,11 @@ Also usable stand-alone for benchmarks:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
+import select
+import socket
 import threading
 import time
 from collections import deque
@@ -70,12 +84,30 @@ def _rejection(fld: str, status: int, value: Any = None) -> dict:
                       "type": "invalid_request_error", "param": fld, "code": "unsupported_parameter"}}
 
 
+def _closed(conn: socket.socket) -> bool:
+    """Did the client close this connection (readable with nothing to read)?"""
+    try:
+        readable, _, _ = select.select([conn], [], [], 0)
+        return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
+
+
+def _context_refusal(n_ctx: int, prompt_tokens: int, cap: int) -> dict:
+    """llama-cpp-python's (and OpenAI's, vLLM's) words for a request that does not fit the context."""
+    return {"error": {"message": f"This model's maximum context length is {n_ctx} tokens. However, you requested "
+                                 f"{prompt_tokens + cap} tokens ({prompt_tokens} in the messages, {cap} in the "
+                                 "completion). Please reduce the length of the messages or completion.",
+                      "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
+
+
 class FakeOpenAIServer:
     def __init__(self, modes: tuple[str, ...] | list[str] = (), default: str = "good", delay_s: float = 0.0,
                  slow_s: float = 5.0, content: Callable[[str], str] | None = None,
                  host: str = "127.0.0.1", port: int = 0, honours: tuple[str, ...] = TOKEN_FIELDS,
                  rejects: dict[str, int] | None = None, response_formats: tuple[str, ...] | None = None,
-                 slots: int | None = None, work_s: float = 0.0, format_status: int = 422):
+                 slots: int | None = None, work_s: float = 0.0, format_status: int = 422, streams: bool = True,
+                 stops_on_disconnect: bool = True, n_ctx: int | None = None, hidden_tokens: int = 0):
         for mode in (*modes, default):
             if mode not in MODES:
                 raise ValueError(f"mode={mode!r}: unknown; choices {MODES}")
@@ -90,6 +122,11 @@ class FakeOpenAIServer:
         self.response_formats = None if response_formats is None else tuple(response_formats)
         self.format_status = int(format_status)
         self.work_s = float(work_s)
+        self.streams, self.stops_on_disconnect = bool(streams), bool(stops_on_disconnect)
+        self.n_ctx, self.hidden_tokens = n_ctx, int(hidden_tokens)
+        self.generating: list[dict[str, bool]] = []
+        self.queued_behind_abandoned = 0
+        self.busy_until = 0.0
         self._slots = threading.Semaphore(slots) if slots else None
         self.in_flight = 0
         self.max_in_flight = 0
@@ -130,20 +167,37 @@ class FakeOpenAIServer:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    def _work(self, seconds: float) -> bool:
-        """Hold a generation slot for `seconds` (whether or not the client still waits); False on stop."""
+    def _work(self, seconds: float, conn: socket.socket, emit: Callable[[int], bool] | None = None,
+              steps: int = 1) -> bool:
+        """Hold a generation slot for `seconds`, in `steps` equal parts with `emit(i)` after each (a streamed
+        word; False = the client is gone). An unstreamed generation runs to its end whether or not the client
+        still waits, as llama.cpp's does, and is marked abandoned when its client closes. False on stop."""
         if self._slots is not None:
             while not self._slots.acquire(timeout=0.05):
                 if self._stop.is_set():
                     return False
+        gen = {"abandoned": False, "conn": conn, "streamed": emit is not None}
         with self._lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.generating.append(gen)
         try:
-            return not self._stop.wait(seconds)
+            for i in range(max(1, steps)):
+                end = time.monotonic() + seconds / max(1, steps)
+                while (left := end - time.monotonic()) > 0:
+                    if self._stop.wait(min(left, 0.05)):
+                        return False
+                    gen["abandoned"] = gen["abandoned"] or (emit is None and _closed(conn))
+                if emit is not None and not gen["abandoned"] and not emit(i):
+                    gen["abandoned"] = True
+                    if self.stops_on_disconnect:
+                        return True
+            return True
         finally:
             with self._lock:
                 self.in_flight -= 1
+                self.generating.remove(gen)
+                self.busy_until = time.monotonic()
             if self._slots is not None:
                 self._slots.release()
 
@@ -187,6 +241,8 @@ class FakeOpenAIServer:
                     body = {"_raw": raw.decode("utf-8", "replace")}
                 with server._lock:
                     server.requests.append({"path": self.path, "headers": dict(self.headers.items()), "body": body})
+                    server.queued_behind_abandoned += any(g["abandoned"] or (not g["streamed"] and _closed(g["conn"]))
+                                                          for g in server.generating)
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                     return
@@ -199,6 +255,14 @@ class FakeOpenAIServer:
                 if rf_type and server.response_formats is not None and rf_type not in server.response_formats:
                     self._send(server.format_status, _rejection("response_format", 422, rf_type))
                     return
+                prompt = ""
+                for msg in body.get("messages") or []:
+                    if isinstance(msg, dict) and msg.get("role") == "user":
+                        prompt = str(msg.get("content") or "")
+                cap = min((int(body[f]) for f in server.honours if isinstance(body.get(f), int)), default=None)
+                if server.n_ctx and cap and len(prompt.split()) + cap > server.n_ctx:
+                    self._send(400, _context_refusal(server.n_ctx, len(prompt.split()), cap))
+                    return
                 mode = server._next_mode()
                 if server.delay_s:
                     server._stop.wait(server.delay_s)
@@ -210,13 +274,6 @@ class FakeOpenAIServer:
                     self._send(401, {"error": {"message": f"Incorrect API key provided: {auth}",
                                                "type": "invalid_request_error", "code": "invalid_api_key"}})
                     return
-                if server._slots is not None or mode == "slow":
-                    if not server._work(server.slow_s if mode == "slow" else server.work_s):
-                        return
-                prompt = ""
-                for msg in body.get("messages") or []:
-                    if isinstance(msg, dict) and msg.get("role") == "user":
-                        prompt = str(msg.get("content") or "")
                 structured = rf_type is not None and rf_type in (server.response_formats or ())
                 if mode in ("good", "slow", "trickle") or (mode == "prose" and structured):
                     content = server.content(prompt)
@@ -230,11 +287,21 @@ class FakeOpenAIServer:
                     content = '{"episode_skill": ' * 1500
                 else:
                     content = ""
-                cap = min((int(body[f]) for f in server.honours if isinstance(body.get(f), int)), default=None)
                 words = content.split(" ")
                 finish = "stop"
+                if cap is not None and server.hidden_tokens:     # hidden reasoning words are written first
+                    cap = max(0, cap - server.hidden_tokens)
                 if cap is not None and len(words) > cap:
-                    content, finish = " ".join(words[:cap]), "length"
+                    words, finish = words[:cap], "length"
+                    content = " ".join(words)
+                work = server.slow_s if mode == "slow" else server.work_s
+                if body.get("stream") and server.streams:
+                    self._stream(content, finish, work, body.get("model", "fake"),
+                                 trickle_s=server.slow_s if mode == "trickle" else 0.0)
+                    return
+                if server._slots is not None or mode == "slow":
+                    if not server._work(work, self.connection):
+                        return
                 with server._lock:
                     server.replies.append((content, finish))
                 self._send(200, {
@@ -247,6 +314,57 @@ class FakeOpenAIServer:
                     "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(content.split()),
                               "total_tokens": len(prompt.split()) + len(content.split())},
                 }, trickle_s=server.slow_s if mode == "trickle" else 0.0)
+
+            def _stream(self, content: str, finish: str, work_s: float, model: str, trickle_s: float) -> None:
+                """Server-sent events, one word each, spread over `work_s` inside a slot, after `trickle_s` of
+                keep-alive comments (": ping" every 0.2 s); stops when the client leaves (if the server does)."""
+                words = content.split(" ") if content else []
+                sent: list[str] = []
+
+                def event(payload: dict) -> bool:
+                    try:
+                        self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
+                        self.wfile.flush()
+                        return True
+                    except (BrokenPipeError, ConnectionResetError, OSError):
+                        return False
+
+                def chunk(delta: dict, reason: str | None = None) -> dict:
+                    return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model,
+                            "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
+
+                def emit(i: int) -> bool:
+                    if i >= len(words):
+                        return True
+                    piece = words[i] if i == 0 else " " + words[i]
+                    sent.append(piece)
+                    return event(chunk({"content": piece}))
+
+                self.close_connection = True
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+                for _ in range(int(trickle_s / 0.2)):
+                    try:
+                        self.wfile.write(b": ping\n\n")
+                        self.wfile.flush()
+                    except OSError:
+                        return
+                    if server._stop.wait(0.2):
+                        return
+                if not event(chunk({"role": "assistant"})):
+                    return
+                if not server._work(work_s, self.connection, emit, steps=max(1, len(words))):
+                    return
+                if len(sent) == len(words) and event(chunk({}, finish)):
+                    with server._lock:
+                        server.replies.append(("".join(sent), finish))
+                    with contextlib.suppress(OSError):
+                        self.wfile.write(b"data: [DONE]\n\n")
 
         return Handler
 

@@ -58,7 +58,7 @@ def test_a_rejected_cap_field_is_dropped_once_and_remembered(field, status, kept
         first, second = a.analyze(trajs(1)[0]), a.analyze(trajs(1)[0])
         assert first.ok and first.attempts == 2 and second.ok and second.attempts == 1
         bodies = [r["body"] for r in srv.requests]
-        assert field in bodies[0] and all(field not in b and b[kept] == 4096 for b in bodies[1:])
+        assert field in bodies[0] and all(field not in b and b[kept] == bodies[0][field] for b in bodies[1:])
         assert len(bodies) == 3
         assert a.stats()["token_param_fallbacks"] == 1 and a.stats()["requests"] == 3
 
@@ -98,7 +98,8 @@ def test_json_schema_rejected_falls_back_to_json_object_per_endpoint():
         assert types == ["json_schema", "json_object"]
         other = make(srv)                      # another analyzer on the same endpoint and model
         assert other.analyze(trajs(1)[0]).attempts == 1
-        assert srv.requests[-1]["body"]["response_format"] == {"type": "json_object"}
+        # json_object carrying the schema: llama-cpp-python constrains the answer to the schema's keys with it
+        assert srv.requests[-1]["body"]["response_format"] == {"type": "json_object", "schema": ANALYSIS_JSON_SCHEMA}
         assert a.stats()["response_format_fallbacks"] == 1 and other.stats()["response_format_fallbacks"] == 0
         make(srv, model="another-model").analyze(trajs(1)[0])    # memory is per (endpoint, model)
         assert srv.requests[-2]["body"]["response_format"]["type"] == "json_schema"
@@ -122,12 +123,18 @@ def test_json_schema_refused_with_a_500_steps_down_like_a_422():
 def test_ignored_response_format_is_detected_and_dropped_lenient_parser_kept():
     with server(default="fenced") as srv:      # ignores response_format; answers JSON in a fence
         a = make(srv)
-        results = [a.analyze(t) for t in trajs(6)]
+        results = [a.analyze(t) for t in trajs(8)]
         assert all(r.ok and r.attempts == 1 for r in results)
-        kinds = [(r["body"].get("response_format") or {}).get("type") for r in srv.requests]
-        assert kinds == ["json_schema", "json_schema", "json_object", "json_object", None, None]
+
+        def kind(body):
+            rf = body.get("response_format")
+            return None if rf is None else rf["type"] + ("+schema" if "schema" in rf else "")
+
+        kinds = [kind(r["body"]) for r in srv.requests]
+        assert kinds == ["json_schema", "json_schema", "json_object+schema", "json_object+schema", "json_object",
+                         "json_object", None, None]
         st = a.stats()
-        assert st["response_format_ignored"] == 4 and st["response_format_fallbacks"] == 2
+        assert st["response_format_ignored"] == 6 and st["response_format_fallbacks"] == 3
 
 
 def test_config_errors_name_the_field():
@@ -169,16 +176,17 @@ def test_one_slot_server_capped_at_one_request_never_times_out():
 
 @pytest.mark.parametrize("hold", [None, 0.0])
 def test_retry_after_a_timeout_does_not_queue_behind_the_abandoned_request(hold):
-    """The first request takes 3.25 s on a one-slot server (timeout 1.5 s) and the server finishes it
-    anyway. Holding its slot for one more timeout (the default) lets every analysis succeed after
-    that single timeout; freeing the slot at once (hold 0) sends the next request into the busy
-    server, where it times out too.
+    """A server that answers unstreamed (it ignores "stream") and finishes abandoned requests, as llama.cpp does
+    without streaming. The first request takes 3.25 s on its one slot (timeout 1.5 s). Holding its slot until the
+    server is done (the default: one more timeout before any speed is measured) lets every analysis succeed after
+    that single timeout, and no request reaches the server while it still generates the abandoned one; freeing
+    the slot at once (hold 0) sends the next request into the busy server, where it queues and times out too.
 
-    Timings leave each case 0.75 s of scheduling slack on a loaded machine: with hold 0 the next request,
-    sent at the first timeout (1.5 s), ends at 3.25 + 0.5 = 3.75 s, past its own timeout at 3.0 s; with the
-    hold it is sent at 3.0 s and ends at 3.75 s, inside its timeout at 4.5 s. (At 1.0 / 1.9 / 0.4 s the
-    slack was 0.3 s, and a first timeout that fired late once let hold 0's retry succeed.)"""
-    with server(slots=1, work_s=0.5, slow_s=3.25) as srv:
+    Timings: with hold 0 the next request, sent at the first timeout (1.5 s), ends at 2.8 + 0.5 = 3.3 s, past its
+    own timeout at 3.0 s; with the hold it is sent at 3.0 s, after the slow answer ended at 2.8 s. A loaded
+    machine only makes the client later, which keeps the hold's case. (At 1.0 / 1.9 / 0.4 s the slack was 0.3 s,
+    and a first timeout that fired late once let hold 0's retry succeed.)"""
+    with server(slots=1, work_s=0.5, slow_s=2.8, streams=False) as srv:
         srv.push("slow")
         a = make(srv, timeout_s=1.5, max_concurrent_requests=1, max_retries=3, abandoned_hold_s=hold)
         t0 = time.monotonic()
@@ -186,9 +194,40 @@ def test_retry_after_a_timeout_does_not_queue_behind_the_abandoned_request(hold)
         if hold is None:
             assert all(r.ok for r in results) and a.stats()["timeouts"] == 1
             assert sorted(r.attempts for r in results) == [1, 1, 1, 2]
-            assert time.monotonic() - t0 < 8.0  # about 5.25 s: the hold, the slow answer's end, then 4 x 0.5 s
+            assert srv.queued_behind_abandoned == 0
+            assert time.monotonic() - t0 < 8.0  # about 5 s: the hold, then 4 x 0.5 s
         else:
-            assert a.stats()["timeouts"] >= 2
+            assert a.stats()["timeouts"] >= 2 and srv.queued_behind_abandoned >= 1
+
+
+def test_a_streamed_answer_abandoned_at_the_timeout_stops_on_the_server():
+    """The runaway: one answer would take 20 s on a one-slot server that streams and stops when the client leaves
+    (llama.cpp, vLLM). The client gives up at 1.5 s and closes the connection; the server stops within a word, so
+    the retry and the other analyses run at once, none queued behind the abandoned generation, and the server is
+    idle right after the last analysis."""
+    with server(slots=1, work_s=0.3, slow_s=20.0) as srv:
+        srv.push("slow")
+        a = make(srv, timeout_s=1.5, max_concurrent_requests=1, max_retries=3)
+        t0 = time.monotonic()
+        results, _ = _run_pool([a], trajs(4))
+        done = time.monotonic()
+        assert all(r.ok for r in results) and a.stats()["timeouts"] == 1
+        assert srv.queued_behind_abandoned == 0 and srv.generating == []
+        assert done - t0 < 6.0            # about 1.5 + 4 x 0.3 s, against 20 s behind the runaway
+        assert srv.busy_until <= done + 0.05
+        assert all(r["body"]["stream"] is True for r in srv.requests)
+
+
+def test_abandoned_hold_waits_for_the_measured_speed_not_a_whole_timeout():
+    """Unstreamed: once an answer was measured, an abandoned request's slot is held until the server would have
+    written the cap at that speed, not for a fixed timeout."""
+    ep = endpoint_for("http://127.0.0.1:9/hold-test", 1)
+    assert ep.finish_estimate_s("m", 1000, 1.0, default_s=60.0, streamed=False) == 60.0   # nothing measured yet
+    ep.note_answer("m", "x" * 300, 100, 200, 2.0, streamed=False)                         # 100 tokens/s
+    assert ep.finish_estimate_s("m", 1000, 1.0, default_s=60.0, streamed=False) == pytest.approx(9.0)
+    assert ep.finish_estimate_s("m", 1000, 1.0, default_s=60.0, streamed=True) == pytest.approx(9.0)  # ignores it
+    ep.note_answer("m", "x" * 300, 100, 200, 2.0, streamed=True)
+    assert ep.finish_estimate_s("m", 1000, 1.0, default_s=60.0, streamed=True) == 0.0
 
 
 def test_slot_limiter_holds_and_endpoints_are_shared():

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from opid_rllib.analyzer import OpenAIAnalyzer, make_analyzer
+from opid_rllib.analyzer.answer_cap import default_answer_cap
 from opid_rllib.analyzer.openai_backend import redact
 
 KEY = "sk-test-ZZUNIQUEKEY-9f8e7d6c5b4a"
@@ -32,7 +33,10 @@ def test_good_json(fake_server, success_traj):
     assert req["path"] == "/v1/chat/completions"
     body = req["body"]
     assert body["model"] == "fake-analyzer-1"
-    assert body["max_completion_tokens"] == 4096 and "temperature" not in body
+    # The default cap is read off the answer's shape (answer_cap.py), and the answer streams.
+    k = min(5, len(success_traj.steps))
+    assert body["max_completion_tokens"] == body["max_tokens"] == default_answer_cap(k) < 4096
+    assert body["stream"] is True and "temperature" not in body
     (msg,) = body["messages"]
     assert msg["role"] == "user"
     for piece in ("return ONLY valid JSON", "Task: put a cool mug in shelf.", "episode_success: success",
@@ -195,7 +199,7 @@ def test_deeply_nested_answer_is_not_a_transport_failure(fake_server, failure_tr
     """With response_format on, the nested answer is counted as ignoring it, not retried as a failed request."""
     fake_server.push("nested")
     fake_server.response_formats = ("json_schema", "json_object")
-    a = make(fake_server, response_format="json_object")
+    a = make(fake_server, response_format="json_object", max_completion_tokens=4096)  # 1,500 "words" fit
     s = a.analyze(failure_traj)
     assert s.ok and s.attempts == 2, s.error
     assert a.stats()["response_format_ignored"] == 1
