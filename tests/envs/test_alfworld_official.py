@@ -13,6 +13,7 @@ pytest.importorskip("textworld")
 
 from envs.alfworld import generator as gen  # noqa: E402
 from envs.alfworld.env import ALFWorldEnv  # noqa: E402
+from envs.alfworld import official  # noqa: E402
 from envs.alfworld.official import TrialError, read_json, trial_meta  # noqa: E402
 
 SPEC = next(s for s in gen.load_specs() if s["task_type"] == "pick_and_place_simple")
@@ -93,15 +94,27 @@ def test_empty_split_says_where_it_looked(tree):
         ALFWorldEnv(split="train", data_dir=str(tmp_path / "nowhere"))
 
 
-def test_a_game_that_does_not_load_names_its_file(tree, game):
+def test_malformed_pddl_is_caught_at_build_and_a_game_that_does_not_load_names_its_file(tree, game):
+    """The pre-flight scan skips a game whose PDDL cannot parse (its parentheses), naming the file, before any
+    reset; a game that passes the scan but fails TextWorld's parser still names its file at reset."""
     tmp_path, split, _ = tree
-    d = _trial(split, "broken_pddl/trial_1", game["traj_data"], {**game["game"], "pddl_problem": "(define (problem x"})
+    cut = _trial(split, "cut_pddl/trial_1", game["traj_data"], {**game["game"], "pddl_problem": "(define (problem x"})
+    extra = _trial(split, "extra_paren/trial_1", game["traj_data"],
+                   {**game["game"], "pddl_domain": "(define (domain d))\n; (comment\n)"})
+    d = _trial(split, "broken_pddl/trial_1", game["traj_data"],
+               {**game["game"], "pddl_problem": "(define (problem x) (:objects ? ? ?))"})
     env = ALFWorldEnv(split="valid_seen", data_dir=str(tmp_path), expert=False)
-    assert "broken_pddl/trial_1" in env.task_ids()   # valid JSON: only loading can tell
-    with pytest.raises(RuntimeError, match=rf"^{d / 'game.tw-pddl'}: could not load this game \(ParseError"):
+    assert env.skipped_trials["cut_pddl/trial_1"] == (f"{cut / 'game.tw-pddl'}: pddl_problem is malformed PDDL "
+                                                      "(2 '(' never closed); " + official._FIX)
+    assert "pddl_domain is malformed PDDL (an unmatched ')' on line 3)" in env.skipped_trials["extra_paren/trial_1"]
+    assert str(extra) in env.skipped_trials["extra_paren/trial_1"]
+    assert "broken_pddl/trial_1" in env.task_ids()   # balanced: only loading can tell
+    with pytest.raises(RuntimeError, match=rf"^{d / 'game.tw-pddl'}: could not load this game \("):
         env.reset(options={"task_id": "broken_pddl/trial_1"})
     good = gen.task_id_of(game)
     assert env.reset(options={"task_id": good})[1]["task"]   # the env is still usable
+    assert official.pddl_shape_error(game["game"]["pddl_problem"]) is None
+    assert official.pddl_shape_error(game["game"]["pddl_domain"]) is None
 
 
 def test_helpers_name_the_file(tmp_path):
