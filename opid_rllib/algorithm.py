@@ -271,11 +271,12 @@ class OPID(Algorithm):
         return results
 
     def step(self) -> dict:
-        """RLlib's step, plus: the run's last iteration (eval_final_iteration) is evaluated too, and an iteration
+        """RLlib's step, plus: the sampling engine's name, and the run's last iteration (eval_final_iteration) is evaluated too, and an iteration
         without evaluation carries the latest one (as RLlib's metrics carry its own), so `evaluation/...` can be a
         Tune metric from the first evaluation on; `evaluated_at_iteration` says when it was measured."""
         results = super().step()
         cfg = self.config
+        results["generation_backend"] = cfg.generation_backend   # which engine sampled (a string: TensorBoard skips it)
         if cfg.custom_evaluation_function or not cfg.evaluation_interval:
             return results
         if "evaluation" not in results and cfg.eval_final_iteration == self.iteration + 1:

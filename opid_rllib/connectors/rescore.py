@@ -5,6 +5,9 @@ weights that sampled the rollout. Three passes, each only over the rows that nee
   l_old  = log pi_old(y | x)               (all rows, unless recompute_old_logp=False)
   l_ep   = log pi_old(y | x + episode skill) (rows routed to the episode skill)
   l_step = log pi_old(y | x + step skill)    (rows routed to a step skill)
+When l_old is recomputed, its distance from the log-probs the sampler reported on the same tokens is logged
+(opid/sampler/logp_gap_mean|max): the training-inference mismatch of a sampler that is not the learner's own
+forward (vLLM's kernels, another dtype), which verl tracks too; near 1e-5 on float32 vLLM, larger on bf16.
 A skill prompt cut by max_prompt_len (left truncation drops the task line, not only the skill) would
 measure more than the skill: that row gets no teacher log-prob (it falls back to the plain GRPO signal)
 and is counted in opid/teacher_prompt_truncations.
@@ -18,6 +21,7 @@ from ray.rllib.connectors.connector_v2 import ConnectorV2
 
 from opid_rllib.connectors.common import log, policy_module
 from opid_rllib.connectors.samples import SAMPLES, StepSamples
+from opid_rllib.token_logprobs import logp_gap
 
 
 class RescoreWithOldPolicy(ConnectorV2):
@@ -32,6 +36,9 @@ class RescoreWithOldPolicy(ConnectorV2):
         t.prompt_ids, _ = module.encode_prompts(t.prompt)
         t.logp_old = module.score(t.prompt_ids, t.response_ids) if self.recompute_old_logp else list(t.sampling_logp)
         t_old = time.perf_counter() - t0
+        if self.recompute_old_logp and len(t.sampling_logp) == len(t.logp_old):
+            for key, value in logp_gap(t.sampling_logp, t.logp_old).items():
+                log(metrics, f"sampler/{key}", value)
         t0 = time.perf_counter()
         t.logp_ep, cut_ep = self._score_rows(module, t, t.prompt_ep)
         t.logp_step, cut_step = self._score_rows(module, t, t.prompt_step)
@@ -58,3 +65,4 @@ class RescoreWithOldPolicy(ConnectorV2):
             for (i, _), lp in zip(keep, module.score([x for _, x in keep], [t.response_ids[i] for i, _ in keep])):
                 out[i] = lp
         return out, cut_rows
+

@@ -413,3 +413,33 @@ def test_content_free_text_has_the_asked_length():
     tok = AutoTokenizer.from_pretrained(str(resolve_model("tiny")))
     for n in (0, 1, 3, 17, 60):
         assert len(tok(content_free_text(n, tok), add_special_tokens=False).input_ids) == n
+
+
+@pytest.mark.parametrize("recompute", [True, False])
+def test_sampler_learner_logp_gap_is_logged_when_old_logp_is_recomputed(setup, recompute):
+    """The training-inference mismatch metric: recomputed log pi_old against what the sampler reported, over the
+    sampled tokens (HF's sampler here: the same weights through generate's cached forward, so the gap is tiny but
+    measured); without a recompute there is nothing to compare and no metric."""
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    from opid_rllib.token_logprobs import logp_gap
+
+    cfg, episodes, module = setup
+    cfg = copy.copy(cfg)
+    cfg.recompute_old_logp = recompute
+    metrics, shared, batch = MetricsLogger(), {}, {}
+    for piece in opid_learner_connectors(cfg):
+        batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
+    t = shared[SAMPLES]
+    if not recompute:
+        with pytest.raises(KeyError):
+            metrics.peek(("opid", "sampler", "logp_gap_mean"))
+        return
+    want = logp_gap(t.sampling_logp, t.logp_old)
+    assert want["logp_gap_tokens"] == sum(len(x) for x in t.sampling_logp) > 0
+    assert 0 < want["logp_gap_mean"] <= want["logp_gap_max"] < 1e-3
+    for key in ("logp_gap_mean", "logp_gap_max", "logp_gap_tokens"):
+        assert metrics.peek(("opid", "sampler", key)) == pytest.approx(want[key])
+    assert logp_gap([np.array([-1.0, -2.0, np.nan])], [np.array([-1.5, -2.0, -3.0])]) == {
+        "logp_gap_mean": 0.25, "logp_gap_max": 0.5, "logp_gap_tokens": 2}
+    assert logp_gap([], []) == {}
