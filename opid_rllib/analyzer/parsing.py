@@ -129,8 +129,8 @@ _LETTER = re.compile(r"[^\W\d_]")
 
 
 def _skill_text(value: Any, field: str) -> str:
-    """A skill as the sentence it must be: a string (or a list of strings, joined); a dict, a number or a
-    dict/list literal written as text is refused (ParseError: the repair request, then a failed analysis), so
+    """A skill as the sentence it must be: a string (or a list of strings, joined); a dict, a number, a
+    dict/list literal written as text or a "<placeholder>" copied from the format example is refused (ParseError: the repair request, then a failed analysis), so
     its Python repr never reaches a prompt as a "skill"."""
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         value = " ".join(v.strip() for v in value if v.strip())
@@ -141,6 +141,8 @@ def _skill_text(value: Any, field: str) -> str:
     text = value.strip()
     if text[:1] in "{[" or not _LETTER.search(text):
         raise ParseError(f"{field} is not a sentence: {text[:60]!r}")
+    if text[:1] == "<" and text[-1:] == ">":
+        raise ParseError(f"{field} is the format example's placeholder, not a skill: {text[:60]!r}")
     return text
 
 

@@ -116,6 +116,7 @@ def build_retry_prompt(original: str, error: str, bad_output: str) -> str:
         f"Parse error: {error}\n"
         "End of your previous answer:\n"
         f"{tail}\n\n"
-        "Return only one JSON object with exactly this shape and nothing else:\n"
-        '{"episode_summary": "...", "episode_skill": "...", "step_skills": {"<step index>": "..."}}\n'
+        "Return only one JSON object of this shape, with your own sentences in place of the <...> descriptions, "
+        "and nothing else:\n"
+        f"{_FORMAT_EXAMPLE}\n"
     )

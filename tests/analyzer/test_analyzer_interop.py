@@ -254,3 +254,68 @@ def test_rejected_field_reads_real_error_shapes():
     assert rejected_field(pyd, None, sent) == "response_format"
     assert rejected_field("json_schema is not supported", None, sent) == "response_format"
     assert rejected_field("temperature must be <= 2", "temperature", sent) is None
+
+
+# ---- the answer cap's default, the context, reasoning tokens (answer_cap.py) -------------------
+def test_default_cap_is_read_off_the_answer_shape_and_bounds_a_runaway():
+    from opid_rllib.analyzer.answer_cap import default_answer_cap
+
+    assert [default_answer_cap(k) for k in (0, 1, 2, 5)] == [384, 512, 640, 1024]
+    with server(default="prose", honours=("max_tokens",)) as srv:   # 600 words of prose: the runaway
+        make(srv, response_format="none", parse_retries=1, max_step_skills=2).analyze(trajs(1)[0])
+        (content, finish), = srv.replies
+        assert srv.requests[0]["body"]["max_tokens"] == 640 and finish == "stop" and len(content.split()) == 600
+        srv.replies.clear()
+        make(srv, response_format="none", parse_retries=1, max_step_skills=0).analyze(trajs(1)[0])
+        assert srv.replies[0][1] == "length" and len(srv.replies[0][0].split()) == 384
+
+
+def test_a_context_refusal_fits_the_cap_and_is_remembered():
+    """llama-cpp-python's, vLLM's and OpenAI's 400 "maximum context length is N tokens ... (P in the messages"):
+    the cap becomes what N leaves after P, at once, and the next analysis sends a fitted cap first time."""
+    with server(n_ctx=900) as srv:
+        a = make(srv, max_retries=1)
+        first, second = a.analyze(trajs(1)[0]), a.analyze(trajs(1)[0])
+        assert first.ok and first.attempts == 2 and second.ok and second.attempts == 1
+        caps = [r["body"]["max_tokens"] for r in srv.requests]
+        words = len(srv.requests[0]["body"]["messages"][0]["content"].split())
+        assert caps[0] > 900 - words and all(c <= 900 - words for c in caps[1:])
+        assert a.stats()["context_refusals"] == 1
+
+
+def test_a_known_context_fits_the_cap_without_a_refusal_and_no_room_is_not_retried():
+    with server(n_ctx=1200) as srv:   # before any answer, a prompt token is taken as 3 characters (over-counting)
+        ok = make(srv, context_tokens=1200, max_retries=3).analyze(trajs(1)[0])
+        prompt = srv.requests[0]["body"]["messages"][0]["content"]
+        assert ok.ok and ok.attempts == 1 and srv.requests[0]["body"]["max_tokens"] == 1200 - len(prompt) // 3 - 1 - 32
+    with server() as srv:
+        s = make(srv, context_tokens=128, max_retries=3).analyze(trajs(1)[0])
+        assert not s.ok and s.attempts == 0 and "context" in s.error and srv.requests == []
+
+
+def test_an_empty_answer_cut_at_the_cap_doubles_it_for_the_endpoint():
+    """A reasoning model spends hidden tokens inside the cap; with 1,500 of them a 1,024 cap leaves no answer
+    (empty content, finish_reason "length"): the cap doubles at once, not counting as a retry, and stays doubled."""
+    with server(hidden_tokens=1500) as srv:
+        a = make(srv, max_retries=1)
+        first, second = a.analyze(trajs(1)[0]), a.analyze(trajs(1)[0])
+        assert first.ok and first.attempts == 2 and second.ok and second.attempts == 1
+        caps = [r["body"]["max_tokens"] for r in srv.requests]
+        assert caps == [caps[0], 2 * caps[0], 2 * caps[0]] and a.stats()["token_cap_raises"] == 1
+    with server(hidden_tokens=100_000) as srv:     # never enough: x8 at most, then a failure
+        s = make(srv, max_retries=1).analyze(trajs(1)[0])
+        assert not s.ok and "empty" in s.error
+        assert [r["body"]["max_tokens"] // srv.requests[0]["body"]["max_tokens"] for r in srv.requests][:4] == [1, 2,
+                                                                                                                  4, 8]
+
+
+def test_a_server_that_refuses_stream_gets_unstreamed_requests_from_then_on():
+    with server(rejects={"stream": 422}) as srv:
+        a = make(srv)
+        first, second = a.analyze(trajs(1)[0]), a.analyze(trajs(1)[0])
+        assert first.ok and first.attempts == 2 and second.ok and second.attempts == 1
+        assert ["stream" in r["body"] for r in srv.requests] == [True, False, False]
+        assert a.stats()["stream_fallbacks"] == 1
+    with server(rejects={"stream": 422}) as srv:   # stream=True is the user's word: no step-down
+        s = make(srv, stream=True, max_retries=1).analyze(trajs(1)[0])
+        assert not s.ok and "422" in s.error

@@ -83,6 +83,10 @@ def test_missing_step_skills_is_fine():
     ('{"episode_skill": "Go to the fridge.", "step_skills": {"1": ["a", {"b": 2}]}}', "step skill '1' is a list"),
     ('{"episode_skill": "Go to the fridge.", "step_skills": {"1": "[1, 2, 3]"}}', "step skill '1' is not a sentence"),
     ('{"episode_skill": "12 / 3 ..."}', "not a sentence"),
+    ('{"episode_skill": "..."}', "not a sentence"),
+    # the format example's placeholder copied back (SmolLM2-135M does)
+    ('{"episode_skill": "<one reusable skill for this task>"}', "'episode_skill' is the format example's placeholder"),
+    ('{"episode_skill": "Go.", "step_skills": {"0": "<advice for step 0>"}}', "step skill '0' is the format example"),
 ])
 def test_rejections(text, msg):
     with pytest.raises(ParseError, match=msg):
