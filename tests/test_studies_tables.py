@@ -1,0 +1,19 @@
+"""docs/STUDIES.md's generated tables match the result JSONs (`python -m studies.tables --check`), and the check
+catches a figure edited by hand. Unmarked: a doc check of a second, it runs in the fast lane too."""
+
+from studies import tables
+
+
+def test_the_studies_doc_tables_are_the_ones_the_jsons_give(capsys):
+    assert tables.main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_a_figure_changed_by_hand_is_reported_and_rewritten(tmp_path, capsys):
+    doc = tmp_path / "STUDIES.md"
+    text = tables.DOC.read_text()
+    row = next(ln for ln in tables.render("onplan_3_seeds").splitlines() if ln.startswith("| GRPO |"))
+    assert row in text
+    doc.write_text(text.replace(row, row.replace("/ 18.1 |", "/ 19.1 |")))
+    assert tables.main(["--check", "--doc", str(doc)]) == 1
+    assert "stale tables ['onplan_3_seeds']" in capsys.readouterr().err
+    assert tables.main(["--doc", str(doc)]) == 0 and doc.read_text() == text
