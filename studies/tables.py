@@ -1,7 +1,8 @@
 """docs/STUDIES.md's tables, regenerated from the result JSONs under studies/results/.
 
     python -m studies.tables            # rewrite each table between <!-- table:NAME --> and <!-- /table:NAME -->
-    python -m studies.tables --check    # exit 1, naming the tables, when the doc differs from the JSONs
+    python -m studies.tables --check    # exit 1, naming the tables, when the doc differs from the JSONs,
+                                        # or when a contents link (or another doc's STUDIES.md#...) has no heading
 
 Why: the tables were copied by hand from the JSONs; generated, a figure in the doc is the figure in its record.
 Each table is a TABLES entry: the results file, the column kind and the rows (label, the variant's key in the file,
@@ -74,6 +75,25 @@ def all_agree_by_seed(res: dict, spec: dict) -> list[str]:
 KINDS = {"all_agree_by_seed": all_agree_by_seed}
 
 
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation but '-' and '_' dropped, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    return {slug(h) for h in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)}
+
+
+def broken_links(text: str) -> list[str]:
+    """The doc's own `](#anchor)` links (its contents) and other docs' `STUDIES.md#anchor` links with no heading."""
+    have = anchors(text)
+    links = [f"STUDIES.md#{a}" for a in re.findall(r"\]\(#([^)]+)\)", text) if a not in have]
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("*/README.md"))]:
+        links += [f"{doc.relative_to(ROOT)}: STUDIES.md#{a}" for a in re.findall(r"STUDIES\.md#([\w\-]+)", doc.read_text())
+                  if a not in have]
+    return links
+
+
 def render(name: str) -> str:
     spec = TABLES[name]
     res = json.loads((RESULTS / spec["file"]).read_text())
@@ -108,6 +128,10 @@ def main(argv=None) -> int:
     text = args.doc.read_text()
     new, changed = regenerate(text)
     if args.check:
+        broken = broken_links(text)
+        if broken:
+            print(f"{args.doc}: links to no heading: {broken}", file=sys.stderr)
+            return 1
         if changed:
             print(f"{args.doc}: stale tables {changed}: run python -m studies.tables", file=sys.stderr)
             return 1

@@ -17,3 +17,11 @@ def test_a_figure_changed_by_hand_is_reported_and_rewritten(tmp_path, capsys):
     assert tables.main(["--check", "--doc", str(doc)]) == 1
     assert "stale tables ['onplan_3_seeds']" in capsys.readouterr().err
     assert tables.main(["--doc", str(doc)]) == 0 and doc.read_text() == text
+
+
+def test_the_contents_and_the_other_docs_link_to_headings_that_exist():
+    text = tables.DOC.read_text()
+    assert tables.slug("The issue's protocol (machine A): one seed") == "the-issues-protocol-machine-a-one-seed"
+    assert "## Contents" in text and text.count("](#") >= 20  # one link per study section
+    assert tables.broken_links(text) == []
+    assert tables.broken_links(text + "\n[x](#no-such-study)\n") == ["STUDIES.md#no-such-study"]
