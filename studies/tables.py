@@ -1,4 +1,4 @@
-"""docs/STUDIES.md's tables, regenerated from the result JSONs under studies/results/.
+"""docs/STUDIES.md's tables, regenerated from the result JSONs under studies/results/ (the speed tables: bench/results/).
 
     python -m studies.tables            # rewrite each table between <!-- table:NAME --> and <!-- /table:NAME -->
     python -m studies.tables --check    # exit 1, naming the tables, when the doc differs from the JSONs,
@@ -26,6 +26,8 @@ BASE = "base (no RL)"
 
 V_ONPLAN = "opid:w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true"
 V_SWEEP = "opid:w_ep=0.3+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1"
+V_T = "opid:w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1"
+ARM_HEAD = "| arm | All | per seed | agreement | minus GRPO on All, per seed |"
 
 TABLES = {
     "onplan_3_seeds": {
@@ -36,6 +38,57 @@ TABLES = {
                  ("the same, shuffled skills (control)", "opid_shuffled:" + V_ONPLAN[len("opid:"):], True),
                  ("OPID without step skills: the episode skill at every step, centred, w = 0.3",
                   "no_step_skill:w_ep=0.3+normalize_teacher_adv=true", True)],
+    },
+    "nohint_3_seeds": {
+        "file": "learning_nohint.json", "kind": "all_by_seed", "head": ARM_HEAD,
+        "rows": [("base (no RL)", BASE, False), ("GRPO", "grpo", False),
+                 ("T (teacher samples, step skills at w 0.3)", V_T, False),
+                 ("T with shuffled skills", V_T + "+shuffle_skills=true", False)],
+    },
+    "protocol_nohint": {
+        "file": "learning.json", "kind": "all_by_seed", "head": ARM_HEAD,
+        "rows": [("base (no RL)", BASE, False), ("GRPO", "grpo", False),
+                 ("OPID at the reference weights (the `opid` preset, 0.001 each)", "opid", False),
+                 ("**OPID at the sweep's weights** (0.3, 0.3; on-plan step skills, centred, teacher samples)",
+                  V_SWEEP, True),
+                 ("the same, shuffled skills (control)", V_SWEEP + "+shuffle_skills=true", False),
+                 ("the same without step skills (episode skill, w 0.3, centred)",
+                  "no_step_skill:w_ep=0.3+normalize_teacher_adv=true", False),
+                 # another study's arm, from its own results file (its GRPO runs are the same cached runs)
+                 ("for comparison: T of the study above (w_ep = 0, otherwise the sweep's arm; "
+                  "`learning_nohint.json`)", V_T, False, "learning_nohint.json")],
+    },
+    "teacher_samples_3_seeds": {
+        "file": "learning_teacher_samples.json", "kind": "seed_rows",
+        "head": "| seed | base (no RL) | GRPO | T (teacher samples) | S (T, shuffled skills) |",
+        "columns": [(BASE, False), ("grpo", False), (V_T, True), ("opid_shuffled:" + V_T[len("opid:"):], False)],
+    },
+    "smollm2_headroom_unseen": {
+        "kind": "headroom_by_type",
+        "head": "| valid_unseen success % | Pick | Look | Clean | Heat | Cool | Pick2 | All | takes the sweep's next command |",
+        "plays": [("1 epoch", "headroom_smollm2_t120_e1_unseen.json"), ("2 epochs", "headroom_smollm2_t120_unseen.json")],
+    },
+    "panel_speed": {
+        "file": "bench/results/eval_speed.json", "kind": "speed_rows",
+        "head": "| first 32 `valid_unseen` games, 30 steps each | rollout s | ratio |",
+        "rows": [("before: reasoned answers (stage 1), 64-row generation chunks", "before gen_batch=64 batch_envs=16", False),
+                 ("reasoned answers, 8-row length-sorted chunks", "before gen_batch=8 batch_envs=16", False),
+                 ("action-only answers (stage 3), 64-row chunks", "after gen_batch=64 batch_envs=16", False),
+                 ("**after: action-only answers, 8-row length-sorted chunks (the CPU default now)**",
+                  "after gen_batch=8 batch_envs=16", True)],
+    },
+    "dtype_speed_d": {
+        "file": "bench/results/dtype_speed.json", "kind": "dtype_rows",
+        "head": "| machine D, 1 thread, medians of 2 interleaved rounds | float32 s | bfloat16 s | ratio |",
+        "rows": [("sft", "SFT: one epoch on 20 sweep games' demos (final loss 0.058 both)"),
+                 ("rl", "RL: one iteration of T from stage 5 (16 episodes of 15 steps; learner part 55.9 against 33.5 s)"),
+                 ("play", "panel: the first 32 `valid_unseen` games (2 wins each, 922 and 921 steps)")],
+    },
+    "dtype_speed_avx2": {
+        "file": "bench/results/dtype_speed_avx2.json", "kind": "dtype_rows",
+        "head": "| AVX2-only EPYC, 1 thread, medians of 2 interleaved rounds | float32 s | bfloat16 s | ratio |",
+        "rows": [("sft", "SFT: one epoch on 5 sweep games' demos (final loss 4.602 and 4.599)"),
+                 ("play", "panel: the first 4 `valid_unseen` games (0 wins, 120 steps each)")],
     },
 }
 
@@ -72,7 +125,89 @@ def all_agree_by_seed(res: dict, spec: dict) -> list[str]:
     return lines
 
 
-KINDS = {"all_agree_by_seed": all_agree_by_seed}
+def _mean_f(xs) -> str:
+    return _f(statistics.mean(xs))
+
+
+def all_by_seed(res: dict, spec: dict) -> list[str]:
+    """Per arm: All % (mean over the seeds), each seed's All %, agreement % (mean), (arm - GRPO) on All per seed.
+    A row may name another results file (its fourth item) for an arm of another study; it is set against that file's
+    GRPO."""
+    lines = [spec["head"], "|---|---|---|---|---|"]
+    for label, variant, bold, *other in spec["rows"]:
+        r = json.loads((RESULTS / other[0]).read_text()) if other else res
+        seeds = [str(s) for s in r["seeds"]]
+        alls = [_all(r, variant, s) for s in seeds]
+        agree = _mean_f(r["per_seed_agreement_pct"][variant][s] for s in seeds)
+        mean_all = f"**{_mean_f(alls)}**" if bold else _mean_f(alls)
+        diff = ""
+        if variant not in ("grpo", BASE):
+            ds = [_all(r, variant, s) - _all(r, "grpo", s) for s in seeds]
+            m = _signed(statistics.mean(ds))
+            diff = ", ".join(_signed(d) for d in ds) + f" (mean {'**' + m + '**' if bold else m})"
+        lines.append(f"| {label} | {mean_all} | {', '.join(_f(a) for a in alls)} | {agree} | {diff} |"
+                     .replace("|  |", "| |"))
+    return lines
+
+
+def seed_rows(res: dict, spec: dict) -> list[str]:
+    """One row per seed and a mean row; a cell per arm, All % / agreement %."""
+    seeds = [str(s) for s in res["seeds"]]
+    agree = res["per_seed_agreement_pct"]
+    lines = [spec["head"], "|" + "---|" * (len(spec["columns"]) + 1)]
+
+    def cell(a: float, g: float, bold: bool) -> str:
+        return f"{_f(a)} / " + (f"**{_f(g)}**" if bold else _f(g))
+
+    for s in seeds:
+        lines.append(f"| {s} | " + " | ".join(cell(_all(res, v, s), agree[v][s], b) for v, b in spec["columns"]) + " |")
+    lines.append("| mean | " + " | ".join(cell(statistics.mean(_all(res, v, s) for s in seeds),
+                                                statistics.mean(agree[v][s] for s in seeds), b)
+                                           for v, b in spec["columns"]) + " |")
+    return lines
+
+
+TYPES = ("Pick", "Look", "Clean", "Heat", "Cool", "Pick2", "All")
+
+
+def headroom_by_type(res: dict, spec: dict) -> list[str]:
+    """Per play (a headroom_*.json of studies/smollm2_headroom.sh): student, teacher and headroom by task type."""
+    lines = [spec["head"], "|" + "---|" * (len(TYPES) + 2)]
+    for name, file in spec["plays"]:
+        play = json.loads((RESULTS / file).read_text())["play"]
+        for who, table in (("student (no skills)", play["table"]), ("teacher (oracle step skill at every step)",
+                                                                    play["teacher_table"])):
+            pct = table["success_pct"]
+            cells = [_f(pct[k]) for k in TYPES[:-1]] + [f"**{_f(pct['All'])}**"]
+            lines.append(f"| {name}: {who} | " + " | ".join(cells) + f" | {_f(table['expert_agreement_pct'])} % of steps |")
+        cells = [_signed(play["headroom"][k]) for k in TYPES[:-1]] + [f"**{_signed(play['headroom']['All'])}**"]
+        lines.append(f"| {name}: skill headroom (points) | " + " | ".join(cells) + " | |")
+    return lines
+
+
+def speed_rows(res: dict, spec: dict) -> list[str]:
+    """bench/eval_speed.py's rows: the median rollout seconds and their ratio to the first row."""
+    rows = {r["configuration"]: r for r in res["rows"]}
+    lines = [spec["head"], "|---|---|---|"]
+    for label, key, bold in spec["rows"]:
+        s, ratio = f"{rows[key]['median_rollout_s']:.1f}", f"{rows[key]['ratio_to_first']:.2f}"
+        lines.append(f"| {label} | **{s}** | **{ratio}** |" if bold else f"| {label} | {s} | {ratio} |")
+    return lines
+
+
+def dtype_rows(res: dict, spec: dict) -> list[str]:
+    """bench/dtype_speed.py's rows: per part, float32's and bfloat16's median seconds and their ratio (the labels,
+    with the parts' losses, wins and steps, are hand-written)."""
+    med = {(r["part"], r["dtype"]): r for r in res["rows"]}
+    lines = [spec["head"], "|---|---|---|---|"]
+    for part, label in spec["rows"]:
+        f32, bf16 = med[(part, "float32")], med[(part, "bfloat16")]
+        lines.append(f"| {label} | {_f(f32['median_s'])} | {_f(bf16['median_s'])} | {bf16['ratio_to_first']:.2f} |")
+    return lines
+
+
+KINDS = {"dtype_rows": dtype_rows, "all_agree_by_seed": all_agree_by_seed, "all_by_seed": all_by_seed, "seed_rows": seed_rows,
+         "headroom_by_type": headroom_by_type, "speed_rows": speed_rows}
 
 
 def slug(heading: str) -> str:
@@ -96,7 +231,8 @@ def broken_links(text: str) -> list[str]:
 
 def render(name: str) -> str:
     spec = TABLES[name]
-    res = json.loads((RESULTS / spec["file"]).read_text())
+    file = spec.get("file")  # under studies/results/, or a path from the repository root (bench/results/...)
+    res = json.loads(((ROOT if "/" in file else RESULTS) / file).read_text()) if file else {}
     return "\n".join(KINDS[spec["kind"]](res, spec))
 
 

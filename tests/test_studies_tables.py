@@ -25,3 +25,10 @@ def test_the_contents_and_the_other_docs_link_to_headings_that_exist():
     assert "## Contents" in text and text.count("](#") >= 20  # one link per study section
     assert tables.broken_links(text) == []
     assert tables.broken_links(text + "\n[x](#no-such-study)\n") == ["STUDIES.md#no-such-study"]
+
+
+def test_an_arm_of_another_study_is_read_from_its_own_results_file():
+    """The protocol table's last row is T of the no-hint study: learning_nohint.json, not learning.json."""
+    t_row = next(ln for ln in tables.render("nohint_3_seeds").splitlines() if ln.startswith("| T (teacher"))
+    last = tables.render("protocol_nohint").splitlines()[-1]
+    assert "`learning_nohint.json`" in last and last.split("|")[2:] == t_row.split("|")[2:]
