@@ -9,7 +9,7 @@ Measures, as medians over repeats:
   * games generated per second (make_game + write to disk), i.e. the first-use cost of a game.
 Reference point: the official ALFWorld TextWorld env runs at ~10-15 steps/s (alfworld issue #23).
 
-    python bench/alfworld_env_speed.py [--repeats 3] [--steps 200]
+    python -m bench.alfworld_env_speed [--repeats 3] [--steps 200]
 """
 
 from __future__ import annotations

@@ -6,11 +6,11 @@ is the tiny model's forward (and backward) over ALFWorld prompts of ~500 tokens,
 (AVX512-BF16, AMX) speed up where the CPU has them (docs/STUDIES.md's table: 0.58-0.75x on an AVX512-BF16 EPYC); on a
 CPU without them, run this before choosing bf16. Measured:
 - sft: `train_sft` for one epoch on the same demos (fp32 weights and AdamW; bf16 autocast), seconds and final loss;
-- rl: RL iterations of a bench/learning.py variant from the same model and seed (learner: fp32 masters under
+- rl: RL iterations of a studies/learning.py variant from the same model and seed (learner: fp32 masters under
   autocast; sampler: bf16 weights): median iteration wall, sampling and learner seconds, training success;
 - play: the first N games of a panel (`opid-eval`'s evaluate, bf16 weights): rollout seconds and wins.
 
-    python bench/dtype_speed.py --model PATH [--dtypes float32,bfloat16] [--parts sft,rl,play] [--rounds 2]
+    python -m bench.dtype_speed --model PATH [--dtypes float32,bfloat16] [--parts sft,rl,play] [--rounds 2]
         [--sft-tasks 20] [--rl-variant grpo] [--rl-iters 2] [--play-episodes 32] [--play-max-steps 30]
         [--env-config JSON] [--torch-threads 1] [--json out.json]
 """
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -55,10 +54,9 @@ def sft_once(model: str, demos, dtype: str, args) -> dict:
 
 
 def rl_once(model: str, dtype: str, args) -> dict:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from study_job import study_config  # bench/study_job.py: the config a study trains a variant with
+    from studies.study_job import study_config  # the config a study trains a variant with
 
-    # the studies' sizes (bench/opid_vs_grpo_study.sh): 4 tasks x 4 copies, lr 3e-4, 32 step-samples per step
+    # the studies' sizes (studies/opid_vs_grpo_study.sh): 4 tasks x 4 copies, lr 3e-4, 32 step-samples per step
     study = argparse.Namespace(env_config=args.env_config, max_steps=args.max_steps, tasks_per_iter=4,
                                group_size=4, history_length=args.history_length, max_prompt_len=args.max_prompt_len,
                                max_new_tokens=48, lr=3e-4, minibatch_size=32, dtype=dtype)
@@ -96,7 +94,7 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", default="sft,rl,play")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--sft-tasks", type=int, default=20, help="sweep-demonstrator games cloned for one epoch")
-    ap.add_argument("--rl-variant", default="grpo", help="a bench/learning.py --variants entry")
+    ap.add_argument("--rl-variant", default="grpo", help="a studies/learning.py --variants entry")
     ap.add_argument("--rl-iters", type=int, default=2)
     ap.add_argument("--max-steps", type=int, default=15, help="training episode cap (the studies' 15)")
     ap.add_argument("--panel", default="alfworld/valid_unseen@v1")
@@ -157,7 +155,7 @@ def main(argv=None) -> int:
             print(f"{part:<6} {d:<10} {med:>9.1f} {med / ref:>6.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "command": "python bench/dtype_speed.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "command": "python -m bench.dtype_speed " + " ".join(sys.argv[1:] if argv is None else argv),
             "cpu_flags": cpu_flags(), "cpu_model": cpu_model(), "torch_cpu_capability":
             torch.backends.cpu.get_cpu_capability(), "threads": args.torch_threads, "rows": rows}, indent=1) + "\n")
     return 0

@@ -1,7 +1,7 @@
 """What validation during training costs (config.evaluation, opid_rllib/evaluation.py): one evaluation of an ALFWorld
 panel by the tiny model, beside one training iteration of the CPU example, in one process.
 
-    python bench/eval_cost.py --panels alfworld/smoke@v1,alfworld/valid_unseen@v1 --json bench/results/eval_cost.json
+    python -m bench.eval_cost --panels alfworld/smoke@v1,alfworld/valid_unseen@v1 --json bench/results/eval_cost.json
 
 Each panel is played once (all its games, 30 steps, T 0.4, 16 games side by side) on the training runner, as
 `opid-train --eval-interval N --eval-panel P` does; the training iteration is the CPU example's (GRPO, 4 tasks x 4).
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     out = measure([x for x in a.panels.split(",") if x], a.max_steps, a.seed)
-    out["command"] = "python bench/eval_cost.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    out["command"] = "python -m bench.eval_cost " + " ".join(sys.argv[1:] if argv is None else argv)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -11,7 +11,7 @@ cost; the policy's games are the same, it never sees the plan). Every configurat
 ids with the same seed; rounds are interleaved (config A, B, ..., then again) and the medians of
 `rollout_s` (model load excluded) are reported with their ratio to the first configuration.
 
-    python bench/eval_speed.py --model A --model B [--gen-batch 64 --gen-batch 8] [--batch-envs 16]
+    python -m bench.eval_speed --model A --model B [--gen-batch 64 --gen-batch 8] [--batch-envs 16]
         [--expert handcoded --expert sweep] [--panel alfworld/valid_unseen@v1] [--episodes N] [--rounds 1]
         [--torch-threads 2] [--json out.json]
 

@@ -3,7 +3,7 @@
 (Split by concern: faults_inject.py (fault injection + the audit connector), faults_resume.py
 (part 4, kill and resume), faults_report.py (verdicts, tables); this file runs the parts.)
 
-    python bench/faults.py [--iters 3] [--tasks-per-iter 4] [--group-size 4] [--json PATH]
+    python -m bench.faults [--iters 3] [--tasks-per-iter 4] [--group-size 4] [--json PATH]
                            [--parts analyzer,env,resume]
 
 Tiny model, env "searchqa" (4-turn episodes keep the runs short), real RLlib Algorithm, real
@@ -40,20 +40,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # envs, opid_rllib, tests; bench/ itself is sys.path[0] for a script
-
-from faults_inject import (  # noqa: E402
+from bench.faults_inject import (
     API_KEY, AUDIT, CRASH_ENV_ID, ENV_FAULTS, INJECT, PENALTY, W, AuditedOPIDConfig, FaultySearchQA,
     MixedFormatRunner, ScheduledFakeServer, _ENV_RNG, _INJECT_RNG, fault_schedule)
-from faults_report import metric, print_report, verdicts, _audit_sum  # noqa: E402
-from faults_resume import part_resume, resume_child, train_child  # noqa: E402
+from bench.faults_report import metric, print_report, verdicts, _audit_sum
+from bench.faults_resume import part_resume, resume_child, train_child
+
 
 def make_config(env, args, **overrides):
     settings = dict(llm_model="tiny", max_new_tokens=args.max_new_tokens, max_prompt_len=512, history_length=2,

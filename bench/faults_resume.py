@@ -17,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from faults_report import metric
+from bench.faults_report import metric
 
-FAULTS_SCRIPT = str(Path(__file__).resolve().with_name("faults.py"))  # the children's entry point
+REPO = Path(__file__).resolve().parents[1]
+FAULTS = [sys.executable, "-m", "bench.faults"]  # the children's entry point, run from REPO
 
 
 def _session_pids(sid: int) -> list[int]:
@@ -44,10 +45,10 @@ def part_resume(args, tmp: Path):
     cli = [str(exe)] if exe.exists() else [sys.executable, "-m", "opid_rllib.cli.train"]
     # --trainer script: the CLI's exact config and --no-tune loop in this file (if the CLI breaks).
     cmd = cli + train_argv if args.trainer == "cli" else \
-        [sys.executable, FAULTS_SCRIPT, "--_train-child", "--_train-argv", json.dumps(train_argv)]
+        [*FAULTS, "--_train-child", "--_train-argv", json.dumps(train_argv)]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                            start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"), cwd=REPO)
     lines, ckpts, done = [], [], threading.Event()
 
     def reader():
@@ -77,9 +78,9 @@ def part_resume(args, tmp: Path):
                session_processes_left_after_kill=leftovers,
                checkpoint_dirs_on_disk=sorted(p.name for p in out_dir.glob("checkpoint_*")))
     last = ckpts[-1]
-    child = subprocess.run([sys.executable, FAULTS_SCRIPT, "--_resume-child", last,
+    child = subprocess.run([*FAULTS, "--_resume-child", last,
                             "--_train-argv", json.dumps(train_argv)],
-                           capture_output=True, text=True, timeout=args.resume_timeout_s, start_new_session=True)
+                           capture_output=True, text=True, timeout=args.resume_timeout_s, start_new_session=True, cwd=REPO)
     payload = [ln for ln in child.stdout.splitlines() if ln.startswith("RESUME_JSON ")]
     if child.returncode != 0 or not payload:
         res["error"] = f"resume child rc={child.returncode}"

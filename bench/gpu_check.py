@@ -1,8 +1,8 @@
 """Ray-free GPU check of the learner's numerics and memory, with plain torch / transformers / peft.
 
-    python bench/gpu_check.py --out gpu_check.json                       # the tiny model, built offline
-    python bench/gpu_check.py --model PATH --dtype bfloat16 --out x.json  # a local checkpoint
-    python bench/gpu_check.py --arch Qwen/Qwen3-1.7B --batch 2 --prompt-len 2048 --response-len 512 \
+    python -m bench.gpu_check --out gpu_check.json                       # the tiny model, built offline
+    python -m bench.gpu_check --model PATH --dtype bfloat16 --out x.json  # a local checkpoint
+    python -m bench.gpu_check --arch Qwen/Qwen3-1.7B --batch 2 --prompt-len 2048 --response-len 512 \
         --gradient-checkpointing --out x.json      # a recipe's architecture, random weights (no download)
 
 What it runs (on CUDA when there is one, else on CPU, and says so):
@@ -23,16 +23,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import platform
 import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from opid_rllib import memory_plan as mp  # noqa: E402
-from opid_rllib.token_logprobs import response_logprobs  # noqa: E402
+from opid_rllib import memory_plan as mp
+from opid_rllib.token_logprobs import response_logprobs
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 LORA_TARGETS = list(mp.LORA_TARGETS_ALL)

@@ -1,8 +1,8 @@
 """OPID against GRPO on the learning gate's rung 1 (tuned_examples/alfworld_rung1.py): four arms, paired seeds.
 
-    python bench/learning_gate.py run --arms grpo,opid,content_free,shuffled --seeds 0,1,2 --out runs/gate
-    python bench/learning_gate.py unseen runs/gate      # generalisation: the 126 unseen games, once per final policy
-    python bench/learning_gate.py summary runs/gate --json bench/results/learning_gate.json --plot docs/img/gate.png
+    python -m bench.learning_gate run --arms grpo,opid,content_free,shuffled --seeds 0,1,2 --out runs/gate
+    python -m bench.learning_gate unseen runs/gate      # generalisation: the 126 unseen games, once per final policy
+    python -m bench.learning_gate summary runs/gate --json bench/results/learning_gate.json --plot docs/img/gate.png
 
 Every arm starts from the rung's base, trains the same number of iterations (`--iters`, no early stop) with one
 optimizer step per iteration, and is evaluated after each one on the rung's games at the training temperature (fresh
@@ -34,13 +34,10 @@ ITERS = 20
 
 
 def _rung1():
-    import importlib.util
+    """tuned_examples/alfworld_rung1.py, imported when needed (`--help` and the summary need none of it)."""
+    from tuned_examples import alfworld_rung1
 
-    path = Path(__file__).resolve().parents[1] / "tuned_examples" / "alfworld_rung1.py"
-    spec = importlib.util.spec_from_file_location("alfworld_rung1", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return alfworld_rung1
 
 
 def run_arms(arms: list[str], seeds: list[int], iters: int, out: Path) -> None:
@@ -224,11 +221,11 @@ def main(argv=None) -> int:
     plays = [json.loads(p.read_text()) for p in sorted(Path(args.folder).glob("unseen_*.json"))]
     unseen = {d["model"]: d for d in plays}
     if unseen:  # generalisation, outside the gate (`unseen`)
-        out["unseen"] = {"panel": UNSEEN, "command": "python bench/learning_gate.py unseen OUT",
+        out["unseen"] = {"panel": UNSEEN, "command": "python -m bench.learning_gate unseen OUT",
                          "success_pct_all": {k: v["success_pct"]["All"] for k, v in unseen.items()},
                          "expert_agreement_pct": {k: v["expert_agreement_pct"] for k, v in unseen.items()}}
     out["runs"] = runs
-    out["commands"] = sorted({r.get("command") or f"python bench/learning_gate.py run --arms {r['arm']} --seeds "
+    out["commands"] = sorted({r.get("command") or f"python -m bench.learning_gate run --arms {r['arm']} --seeds "
                               f"{r['seed']} --iters {r['iters']} --out OUT" for r in runs})
     print(json.dumps(out["summary"], indent=1))
     for row in out["table"]:

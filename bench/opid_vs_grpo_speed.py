@@ -1,6 +1,6 @@
 """OPID vs GRPO iteration wall time on the same setup, side by side in one run.
 
-    python bench/opid_vs_grpo_speed.py [--env alfworld] [--iters 4] [--model tiny]
+    python -m bench.opid_vs_grpo_speed [--env alfworld] [--iters 4] [--model tiny]
 
 Both algorithms are built once; iterations alternate (GRPO, OPID, GRPO, OPID, ...) so machine
 noise hits both alike. Reports medians per phase and the OPID/GRPO ratio (goal <= 1.15: the

@@ -1,6 +1,6 @@
 """Runner overhead: generated tokens/s of GroupedTextEnvRunner vs a plain `model.generate` loop.
 
-    python bench/runner_overhead.py [--env alfworld] [--repeats 3]
+    python -m bench.runner_overhead [--env alfworld] [--repeats 3]
 
 The plain loop replays exactly the prompts the runner built (same batch sizes, same sampling
 settings, same max_new_tokens) with nothing but tokenised prompts -> `model.generate`; the runner

@@ -3,7 +3,7 @@
 Why: a rollout steps hundreds of envs per iteration; this shows whether retrieval (HTTP + BM25)
 can ever be the bottleneck next to LLM generation. Medians over repeats.
 
-    python bench/searchqa_speed.py [--repeats 5] [--json out.json]
+    python -m bench.searchqa_speed [--repeats 5] [--json out.json]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ no signal. This bench builds the tiny model (or takes --model), clones the exper
 and agreement with the env expert. Per-env sizes (ENV_DEFAULTS) aim at ~15 min on 2 cores; the training phase has a
 time budget.
 
-    python bench/sft_warmstart.py [--env auto|alfworld|webshop|searchqa] [--model tiny|PATH]
+    python -m bench.sft_warmstart [--env auto|alfworld|webshop|searchqa] [--model tiny|PATH]
         [--train-tasks N] [--eval-tasks N] [--epochs E] [--budget-s S] [--json out.json]
 
 --env auto uses ALFWorld when its env lists tasks, else searchqa. Measured on a shared 2-core box

@@ -1,6 +1,6 @@
 """How many labelled steps the tiny model needs to read a Signpost sign (why rung 0 fixes the sign's colour).
 
-    python bench/signpost_copy_probe.py [--steps 300] [--lr 1e-3] [--batch 16] [--json OUT]
+    python -m bench.signpost_copy_probe [--steps 300] [--lr 1e-3] [--batch 16] [--json OUT]
 
 Supervised, the easiest case there is: every sample is a signed room (no graffiti) whose target is the door the
 sign names, the only colour in the prompt. Every 50 AdamW steps it prints the model's mean probability of the

@@ -1,6 +1,6 @@
 """Where an OPID iteration's time goes, how fast the learner trains, and how iteration time scales.
 
-    python bench/throughput.py [--env alfworld] [--json PATH]
+    python -m bench.throughput [--env alfworld] [--json PATH]
 
 Three tables, all measured in one process on the same machine state:
 
@@ -37,14 +37,10 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from opid_vs_grpo_speed import phases  # noqa: E402
+from bench.opid_vs_grpo_speed import phases
 
 PHASE_ROWS = {  # table-1 label -> phases() key
     "iteration (wall)": "iteration",

@@ -1,9 +1,9 @@
 """vLLM backend smoke benchmark: engine start, generation throughput, weight-push time.
 
 Run in the vLLM venv (docs/VLLM.md), e.g.
-    /work/vllm-venv/bin/python bench/vllm_smoke.py                 # tiny Qwen3, fp32, in-process
-    /work/vllm-venv/bin/python bench/vllm_smoke.py --multiprocessing --dtype bfloat16
-    /work/vllm-venv/bin/python bench/vllm_smoke.py --model /path/to/hf_folder --no-hf
+    /work/vllm-venv/bin/python -m bench.vllm_smoke                 # tiny Qwen3, fp32, in-process
+    /work/vllm-venv/bin/python -m bench.vllm_smoke --multiprocessing --dtype bfloat16
+    /work/vllm-venv/bin/python -m bench.vllm_smoke --model /path/to/hf_folder --no-hf
 
 Measures (wall clock): `import vllm`; `VLLMBackend(...)` (= `vllm.LLM(...)` start); tokens/s for
 N prompts x M new tokens at T=1 (median of --repeats after one warm-up); `load_state_dict` with the

@@ -5,7 +5,7 @@ Why: a rollout steps 16x8 envs per iteration; this shows the env is never the bo
 LLM generation. The policy mixes the expert's next action with random admissible clicks and fresh
 searches, so pages, pagination and new (uncached) queries are all exercised. Medians over repeats.
 
-    python bench/webshop_env_speed.py [--repeats 5] [--steps 3000] [--json out.json]
+    python -m bench.webshop_env_speed [--repeats 5] [--steps 3000] [--json out.json]
 """
 
 from __future__ import annotations

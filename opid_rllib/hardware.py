@@ -48,7 +48,7 @@ def bf16_cpu_warning(dtype: str, on_cpu: bool = True, flags: frozenset[str] | No
         return None
     return ("warning: --dtype bfloat16 on a CPU without AVX512-BF16 or AMX (no "
             f"{'/'.join(BF16_FLAGS)} in /proc/cpuinfo): torch emulates bf16 matmuls in software here, many times "
-            "slower than float32; pass --dtype float32 (python bench/dtype_speed.py measures both on this machine)")
+            "slower than float32; pass --dtype float32 (python -m bench.dtype_speed measures both on this machine)")
 
 
 # oneDNN's cap on the instruction set its kernels may use (oneDNN reads ONEDNN_MAX_CPU_ISA, or the older

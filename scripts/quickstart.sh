@@ -42,7 +42,7 @@ if [[ -n "$TORCH_THREADS" ]]; then export OMP_NUM_THREADS=$TORCH_THREADS; fi
 T0=$SECONDS
 phase() { echo "[quickstart:$MODE] $1 (t=$((SECONDS - T0))s)"; }
 
-# The warm-start recipe of bench/learning.py (batch 4, lr 3e-3, history 2, prompts <= 1024 tokens):
+# The warm-start recipe of studies/learning.py (batch 4, lr 3e-3, history 2, prompts <= 1024 tokens):
 # on the unseen panel the full version takes the tiny model from 0 % to a non-zero success rate.
 phase "warm start: $SFT_TASKS games x $SFT_EPOCHS epoch(s)"
 opid-sft --env alfworld --model tiny --out "$OUT/sft" --overwrite --tasks "$SFT_TASKS" \

@@ -17,14 +17,20 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+STUDIES_TESTS = Path(__file__).resolve().parent / "studies"
+
+
 def pytest_collection_modifyitems(config, items):
     """Fast lane: `pytest -m "not slow"` skips Ray end-to-end runs and model-heavy tests.
 
     Every Ray test is slow (a local cluster start alone takes seconds); other tests opt in with
-    @pytest.mark.slow. CI runs everything."""
+    @pytest.mark.slow. Every test under tests/studies/ (the finished studies' tooling) is marked `studies`, so
+    that `-m "not studies"` leaves it out. CI runs everything."""
     for item in items:
         if item.get_closest_marker("ray") is not None and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
+        if STUDIES_TESTS in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.studies)
 
 
 @pytest.fixture

@@ -1,13 +1,12 @@
 """Reference scale, ALFWorld, Qwen2.5-3B-Instruct, as run_alfworld_opid_guide.sh (mean_std outcome norm).
 
-    python tuned_examples/alfworld_opid_qwen2_5_3b_gpu.py --stop-iters 160 --checkpoint-freq 10
+    python -m tuned_examples.alfworld_opid_qwen2_5_3b_gpu --stop-iters 160 --checkpoint-freq 10
 """
 
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
-from _reference_scale import reference_config, use_official_alfworld  # noqa: E402
+from tuned_examples._reference_scale import reference_config, use_official_alfworld
 
 config = reference_config("alfworld", os.environ.get("OPID_MODEL", "Qwen/Qwen2.5-3B-Instruct"), max_steps=30,
                           history_length=5, max_prompt_len=2048, max_step_skills=5, outcome_adv_norm="mean_std",

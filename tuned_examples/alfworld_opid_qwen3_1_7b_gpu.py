@@ -3,14 +3,13 @@
 
     export OPENAI_API_KEY=... OPENAI_BASE_URL=... OPENAI_MODEL=...   # the analyzer
     export ALFWORLD_DATA=/path/to/json_2.1.1                          # optional: official games
-    python tuned_examples/alfworld_opid_qwen3_1_7b_gpu.py --stop-iters 160 --checkpoint-freq 10
+    python -m tuned_examples.alfworld_opid_qwen3_1_7b_gpu --stop-iters 160 --checkpoint-freq 10
 """
 
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
-from _reference_scale import reference_config, use_official_alfworld  # noqa: E402
+from tuned_examples._reference_scale import reference_config, use_official_alfworld
 
 config = reference_config("alfworld", os.environ.get("OPID_MODEL", "Qwen/Qwen3-1.7B"), max_steps=30,
                           history_length=5, max_prompt_len=2048, max_step_skills=5, outcome_adv_norm="mean",

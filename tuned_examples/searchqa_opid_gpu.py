@@ -7,8 +7,7 @@ Set RETRIEVER_URL to a Search-R1 retriever (e5 over wiki-18); otherwise the buil
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
-from _reference_scale import reference_config  # noqa: E402
+from tuned_examples._reference_scale import reference_config
 
 config = reference_config("searchqa", os.environ.get("OPID_MODEL", "Qwen/Qwen2.5-3B-Instruct"), max_steps=4,
                           history_length=4, max_prompt_len=4096, max_step_skills=2, outcome_adv_norm="mean_std",

@@ -10,7 +10,7 @@ commands and opens each door about equally often (per room 1 / 4; the episode, t
 about 16 %). In this recipe the sign names the red door in every room (`fixed_sign`): learning it needs no
 reading, only the outcome signal, which is what this rung checks (RLlib's CartPole). Reading a sign that
 changes from room to room is a copy the 3M-parameter model does not learn in minutes even from labels
-(`python bench/signpost_copy_probe.py`, docs/LEARNING_GATE.md), so rung 0 does not ask for it.
+(`python -m bench.signpost_copy_probe`, docs/LEARNING_GATE.md), so rung 0 does not ask for it.
 
 `--as-test` exits 1 unless every seed's success (training rollouts, T 1.0; mean of the last `WINDOW`
 iterations) reaches `TARGET` within `--stop-iters` iterations, as RLlib's tuned examples do; tests/learning

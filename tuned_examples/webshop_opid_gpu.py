@@ -6,8 +6,7 @@ Set WEBSHOP_URL to drive a running WebShop server; otherwise the built-in offlin
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
-from _reference_scale import reference_config  # noqa: E402
+from tuned_examples._reference_scale import reference_config
 
 config = reference_config("webshop", os.environ.get("OPID_MODEL", "Qwen/Qwen3-1.7B"), max_steps=15,
                           history_length=2, max_prompt_len=4096, max_step_skills=5, outcome_adv_norm="mean",

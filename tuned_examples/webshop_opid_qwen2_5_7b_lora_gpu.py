@@ -4,16 +4,15 @@ fp32 master weights, grads and AdamW state (122 GB): LoRA keeps the bf16 base fr
 that, and the KL reference is the base with the adapters switched off (no second copy).
 
     python -m opid_rllib.memory_plan tuned_examples/webshop_opid_qwen2_5_7b_lora_gpu.py   # memory per GPU
-    python tuned_examples/webshop_opid_qwen2_5_7b_lora_gpu.py --stop-iters 160 --checkpoint-freq 10
+    python -m tuned_examples.webshop_opid_qwen2_5_7b_lora_gpu --stop-iters 160 --checkpoint-freq 10
 """
 
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
-from _reference_scale import reference_config  # noqa: E402
+from tuned_examples._reference_scale import reference_config
 
-from opid_rllib.algorithm import OPID_DEFAULTS  # noqa: E402
+from opid_rllib.algorithm import OPID_DEFAULTS
 
 # r 64 / alpha 128 on every linear of every layer: our choice (the reference fine-tunes fully).
 LORA = {"r": 64, "alpha": 128,

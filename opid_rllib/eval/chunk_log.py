@@ -38,7 +38,7 @@ def read_lines(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 def last_play(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The records of the last play a chunk file holds (the lines of its last key), in chunk order: a play's games
-    read back by someone who does not know its settings (bench/play_phases.py)."""
+    read back by someone who does not know its settings (studies/play_phases.py)."""
     lines = read_lines(path)
     if not lines:
         return []

@@ -1,5 +1,5 @@
 """What a model folder holds, by content: a fingerprint of its weight files, recorded with every panel play
-(opid-eval's results.json) and every study (bench/learning.py), so that a record made from other weights is
+(opid-eval's results.json) and every study (studies/learning.py), so that a record made from other weights is
 told apart from one made from these, whatever path either was read from."""
 
 from __future__ import annotations

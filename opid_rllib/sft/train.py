@@ -133,7 +133,7 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
 
     dtype "bfloat16": fp32 weights and AdamW state, forward and backward under bf16 autocast (the RL
     learner's mixed precision); the saved weights stay fp32. The speed-up needs bf16 matmuls in hardware
-    (AVX512-BF16, AMX or a GPU): `python bench/dtype_speed.py` measures it on the machine at hand."""
+    (AVX512-BF16, AMX or a GPU): `python -m bench.dtype_speed` measures it on the machine at hand."""
     import torch
 
     from opid_rllib.models import load_model, load_tokenizer

@@ -263,9 +263,9 @@ def test_expert_agreement_counts_valid_steps_matching_the_plan():
 
 
 
-def test_agreement_by_the_experts_command_kind(tmp_path, capsys, bench_module):
-    """The split that shows a policy walking right but never picking the object up; bench/eval_agreement.py
-    re-reads opid-eval folders into it."""
+def test_agreement_by_the_experts_command_kind():
+    """The split that shows a policy walking right but never picking the object up (studies/eval_agreement.py
+    re-reads opid-eval folders into it: tests/studies/test_tools.py)."""
     from opid_rllib.eval.headroom import format_headroom
     from opid_rllib.paper_table import command_kind, expert_agreement, expert_agreement_by_kind, summarize
 
@@ -286,12 +286,6 @@ def test_agreement_by_the_experts_command_kind(tmp_path, capsys, bench_module):
                         "alfworld")
     assert "student / teacher: take 33.3 / 100.0, go to 100.0 / 100.0" in format_headroom(student, teacher)
 
-    for name, rs in (("episodes.jsonl", recs), ("teacher_episodes.jsonl", recs[1:])):
-        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rs))
-    mod = bench_module("eval_agreement")
-    assert mod.main([str(tmp_path)]) == 0
-    assert "student / teacher: take 33.3 / 100.0, go to 100.0 / -" in capsys.readouterr().out
-    assert mod.main([str(tmp_path / "nope")]) == 2
 
 @pytest.mark.slow
 def test_evaluate_greedy_plays_through_the_eval_runner(one_thread):

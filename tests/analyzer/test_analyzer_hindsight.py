@@ -161,7 +161,7 @@ def test_on_plan_step_skills_bad_value_names_the_field():
 
 def test_quote_sampled_false_corrects_without_quoting_the_sampled_command(failure_traj):
     """quote_sampled=False: the step term scores the sampled command under a skill that does not show it (a quoted
-    command raises its own tokens in the teacher: bench/skill_copy_probe.py); the advice is otherwise the same."""
+    command raises its own tokens in the teacher: studies/skill_copy_probe.py); the advice is otherwise the same."""
     quoted = HindsightAnalyzer(max_step_skills=7).analyze(failure_traj).step_skills
     bare = HindsightAnalyzer(max_step_skills=7, quote_sampled=False).analyze(failure_traj).step_skills
     assert quoted[1] == "At this point, take mug 1 from countertop 1 instead of 'go to cabinet 1'."
@@ -182,7 +182,7 @@ def test_quote_sampled_false_corrects_without_quoting_the_sampled_command(failur
 
 def test_quote_sampled_false_keeps_sampled_commands_out_of_the_episode_skill(failure_traj, success_traj):
     """The episode skill's teacher copies the commands it warns about (a quoted command gained a median +4.1 nats
-    over SmolLM2's warm start: bench/skill_copy_probe.py --skill episode); unquoted, the same rules name none."""
+    over SmolLM2's warm start: studies/skill_copy_probe.py --skill episode); unquoted, the same rules name none."""
     quoted = HindsightAnalyzer().analyze(failure_traj).episode_skill
     bare = HindsightAnalyzer(quote_sampled=False).analyze(failure_traj).episode_skill
     assert "'go to cabinet 1' instead of 'take mug 1 from countertop 1'" in quoted and "'fly to shelf 1'" in quoted
@@ -201,7 +201,7 @@ def test_quote_sampled_false_keeps_sampled_commands_out_of_the_episode_skill(fai
 
 
 def test_a_step_skill_at_every_step_is_the_unquoted_oracle_teacher(failure_traj, success_traj):
-    """bench/recipe.sh's EVERY_STEP_ARM (max_step_skills_per_traj=30, on_plan_step_skills=30, quote_sampled=false):
+    """studies/recipe.sh's EVERY_STEP_ARM (max_step_skills_per_traj=30, on_plan_step_skills=30, quote_sampled=false):
     every step of a trajectory with an expert plan gets a skill, and it is the sentence `opid-eval --skills oracle
     --analyzer-option quote_sampled=false` shows the teacher at that step, so training distils the teacher whose
     headroom that play measured (an on-plan inspection, 'look' where the expert looks too, would get none)."""

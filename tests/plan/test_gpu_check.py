@@ -1,4 +1,4 @@
-"""bench/gpu_check.py runs without Ray (blocked in a subprocess) and its checks say what they claim."""
+"""bench/gpu_check.py (`python -m bench.gpu_check`) runs without Ray (blocked in a subprocess) and its checks say what they claim."""
 
 from __future__ import annotations
 
@@ -12,18 +12,19 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
+# `python -m bench.gpu_check` with Ray blocked, from the repository root and without PYTHONPATH, as on the GPU
+# machine (no package installed there: the root is what finds opid_rllib)
 BLOCK_RAY = ("import sys, runpy; sys.modules['ray'] = None; sys.argv = ['gpu_check.py'] + sys.argv[1:]; "
-             "runpy.run_path({script!r}, run_name='__main__')")
+             "runpy.run_module('bench.gpu_check', run_name='__main__', alter_sys=True)")
 
 
 @pytest.mark.slow  # a subprocess that imports torch/Ray: seconds each
 def test_gpu_check_runs_ray_free_on_cpu(tmp_path):
     pytest.importorskip("peft")
     out = tmp_path / "check.json"
-    code = BLOCK_RAY.format(script=str(REPO / "bench" / "gpu_check.py"))
-    r = subprocess.run([sys.executable, "-c", code, "--device", "cpu", "--batch", "2", "--prompt-len", "24",
+    r = subprocess.run([sys.executable, "-c", BLOCK_RAY, "--device", "cpu", "--batch", "2", "--prompt-len", "24",
                         "--response-len", "6", "--out", str(out)], capture_output=True, text=True, timeout=600,
-                       cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+                       cwd=REPO, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert r.returncode == 0, r.stderr[-3000:]
     assert "no CUDA device: running on CPU" in r.stderr
     rep = json.loads(out.read_text())
@@ -43,7 +44,7 @@ def test_gpu_check_runs_ray_free_on_cpu(tmp_path):
 def test_gpu_check_and_cuda_tests_import_no_ray():
     """Importing the check and collecting tests/gpu with `ray` blocked must not fail."""
     code = ("import sys; sys.modules['ray'] = None; import runpy; "
-            f"runpy.run_path({str(REPO / 'bench' / 'gpu_check.py')!r}); "
+            "runpy.run_module('bench.gpu_check'); "
             "import pytest; sys.exit(pytest.main(['-q', '--collect-only', '-p', 'no:cacheprovider', "
             f"{str(REPO / 'tests' / 'gpu')!r}]))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO,

@@ -157,8 +157,9 @@ def test_recipe_script_plan_reads_its_lora():
     import os
     import subprocess
 
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    r = subprocess.run([sys.executable, str(REPO / "tuned_examples" / "webshop_opid_qwen2_5_7b_lora_gpu.py"), "--plan"],
+    # as a user runs it: from the repository root, which is what finds tuned_examples._reference_scale
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-m", "tuned_examples.webshop_opid_qwen2_5_7b_lora_gpu", "--plan"],
                        capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "LoRA r=64 on 7 modules" in r.stdout and "fits" in r.stdout
