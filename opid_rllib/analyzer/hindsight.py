@@ -204,7 +204,7 @@ class HindsightAnalyzer(Analyzer):
         tokens of Y after the first one that leaves the plan go up (SmolLM2, float32 study, step skill: median
         +2.4 nats on ill-formed commands, against -2.5 unquoted), and an ill-formed command the episode skill quotes
         gains a median +4.1 nats over the warm start (+2.0 unquoted; well-formed: +2.6 and 0.0;
-        `bench/skill_copy_probe.py --skill episode`), so the term rewards the commands it warns about. Default True
+        `studies/skill_copy_probe.py --skill episode`), so the term rewards the commands it warns about. Default True
         keeps every study so far as it ran."""
         super().__init__(max_step_skills=max_step_skills)
         if not isinstance(quote_sampled, bool):

@@ -1,7 +1,7 @@
 """The oracle's step skill: the hindsight analyzer's sentence for a step the policy has just sampled.
 
 Why its own module: it is what the skill-headroom evaluation (`opid-eval --skills oracle`), the skill-literate warm
-start's demos and bench/skill_copy_probe.py insert, one wording shared with `HindsightAnalyzer` but used online, one
+start's demos and studies/skill_copy_probe.py insert, one wording shared with `HindsightAnalyzer` but used online, one
 step at a time, rather than on a finished trajectory.
 """
 
