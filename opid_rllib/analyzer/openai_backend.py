@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import threading
 import time
 from typing import Any
@@ -43,6 +42,8 @@ from opid_rllib.analyzer.endpoints import (
 )
 from opid_rllib.analyzer.parsing import ParseError, parse_analysis
 from opid_rllib.analyzer.prompt import build_analysis_prompt, build_retry_prompt, response_format_payload
+from opid_rllib.analyzer.redact import REDACTED as _REDACTED
+from opid_rllib.analyzer.redact import redact
 from opid_rllib.analyzer.transport import Completion, TransportError, read_completion
 
 log = logging.getLogger(__name__)
@@ -53,30 +54,11 @@ DEFAULT_RETRY_DELAY_S = 1.0
 MAX_RETRY_DELAY_S = 30.0
 # Client errors that another identical request cannot fix (bad key, bad model, bad request).
 _NO_RETRY_STATUS = {400, 401, 403, 404, 422}
-_REDACTED = "***"
 # Re-sends we adapt per request (response_format has 3 levels, 2 token fields, stream, the context, 3 cap raises).
 _MAX_ADAPTATIONS = 8
 STAT_KEYS = ("requests", "timeouts", "slot_wait_s", "response_format_fallbacks", "response_format_ignored",
              "token_param_fallbacks", "stream_fallbacks", "context_refusals", "token_cap_raises")
 STREAM_MODES = ("auto", True, False)
-# Token shapes worth masking even when we do not know the exact secret (e.g. echoed by a proxy).
-_TOKEN_PATTERNS = (
-    re.compile(r"(?i)(bearer\s+)[^\s'\",}]+"),
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),
-)
-
-
-def redact(text: Any, secrets: list[str] | tuple[str, ...] = ()) -> str:
-    """Mask known secrets and bearer/sk- tokens in any text bound for logs, errors or dumps."""
-    out = str(text)
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            out = out.replace(secret, _REDACTED)
-    for pat in _TOKEN_PATTERNS:
-        out = pat.sub(lambda m: (m.group(1) if m.groups() else "") + _REDACTED, out)
-    return out
-
-
 class NoRoomError(TransportError):
     """The prompt leaves the context too little room for an answer: no retry can change that."""
 

@@ -8,7 +8,7 @@ import pytest
 
 from opid_rllib.analyzer import OpenAIAnalyzer, make_analyzer
 from opid_rllib.analyzer.answer_cap import default_answer_cap
-from opid_rllib.analyzer.openai_backend import redact
+from opid_rllib.analyzer.redact import redact
 
 KEY = "sk-test-ZZUNIQUEKEY-9f8e7d6c5b4a"
 
