@@ -157,6 +157,7 @@ class LLMRLModule(TorchRLModule):
         dev = next(model.parameters()).device
         temperature = self.model_config.get("temperature", 1.0)
         out: list[np.ndarray | None] = [None] * len(prompt_ids)
+        progress.post("scoring rows", 0, len(order))
         try:
             for s in range(0, len(order), mb):
                 rows = order[s:s + mb]
