@@ -247,10 +247,7 @@ def run_experiment(cfg, args=None) -> int:
     if err:  # before Ray starts and before --output is created
         print(f"opid-train: error: {err}", file=sys.stderr)
         return 2
-    if getattr(args, "progress_every_s", None) is not None:
-        cfg.progress_interval_s = max(0.0, args.progress_every_s)
-    elif not args.no_tune and (num_samples > 1 or searched_keys(cfg)):
-        cfg.progress_interval_s = 0  # a sweep: Tune's table is the progress; many trials' heartbeats would interleave
+    set_progress_interval(cfg, args, num_samples)
     import ray
     from ray import tune
 
@@ -295,6 +292,15 @@ def run_experiment(cfg, args=None) -> int:
         return 1 if errors else 0
     finally:
         ray.shutdown()
+
+
+def set_progress_interval(cfg, args, num_samples: int) -> None:
+    """--progress-every-s, else none in a sweep under Tune: Tune's table is its progress, and the heartbeats of many
+    trials would interleave. A single run (Tune or --no-tune) keeps the config's (10 s)."""
+    if getattr(args, "progress_every_s", None) is not None:
+        cfg.progress_interval_s = max(0.0, args.progress_every_s)
+    elif not args.no_tune and (num_samples > 1 or searched_keys(cfg)):
+        cfg.progress_interval_s = 0
 
 
 def _scheduler(args):

@@ -202,6 +202,18 @@ def test_torch_threads_and_progress_flags_reach_the_config():
     assert rc == 2 and "--torch-threads 0: must be >= 1" in err
 
 
+@pytest.mark.parametrize("argv, samples, every", [([], 1, 10.0), (["--no-tune"], 1, 10.0), ([], 3, 0),
+                                                  (["--progress-every-s", "2"], 3, 2.0)])
+def test_a_sweep_under_tune_prints_no_heartbeat(argv, samples, every):
+    """Tune's table is a sweep's progress; a single run keeps its lines."""
+    from opid_rllib.cli.train import set_progress_interval
+
+    args = build_parser().parse_args(argv)
+    cfg = config_from_args(args)
+    set_progress_interval(cfg, args, samples)
+    assert cfg.progress_interval_s == every
+
+
 def test_max_new_tokens_default_fits_the_model():
     p = build_parser()
     assert config_from_args(p.parse_args(["--model", "tiny"])).max_new_tokens == 48
