@@ -72,7 +72,7 @@ def default_torch_threads(requested: int | None) -> int | None:
     torch's own when OMP_NUM_THREADS is set (the user's choice) or CUDA is there, else 1.
 
     Why 1: the models here are small and the machines shared; under load `opid-eval --model tiny --episodes 2`
-    ran many times slower with torch's two threads than with one (numbers in README's set-up section)."""
+    ran 7-16x slower with torch's two threads than with one (README, Usage)."""
     if requested is None and os.environ.get(TORCH_THREADS_ENV):
         requested = int(os.environ[TORCH_THREADS_ENV])
     if requested is not None:
