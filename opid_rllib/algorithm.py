@@ -11,6 +11,7 @@ training_step (mirrors RLlib's PPO):
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -20,7 +21,6 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.util import log_once
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     ENV_RUNNER_SAMPLING_TIMER,
@@ -32,14 +32,14 @@ from ray.rllib.utils.metrics import (
 )
 
 from opid_rllib import process_rng
-from opid_rllib.groups import (attach_outcome_advantages, content_free_skills, shard_by_group,
+from opid_rllib.progress import iteration_heartbeat
+from opid_rllib.quiet import silence_ray_notices
+from opid_rllib.groups import (attach_outcome_advantages, content_free_skills, log_rollout_metrics, shard_by_group,
                                shuffle_skills_across_tasks)
 # ANALYZERS is re-exported for callers that take the algorithm's names from here.
 from opid_rllib.settings import ANALYZERS, EXPERIMENTAL_SETTINGS, OPID_DEFAULTS, RLLIB_TRAINING_KEYS  # noqa: F401
 
-# OPID runs only on RLlib's new API stack: RLlib's notice that this is now the default (printed once per process on
-# validate) tells an OPID user nothing, so its one-time key is taken here.
-log_once("OPID_on_new_api_stack")
+silence_ray_notices()  # RLlib's new-API-stack notice, its RLModuleConfig deprecation, Tune's gputil hint (quiet.py)
 
 # The algorithm state's entry for what RLlib's checkpoint leaves out: every process's random generators and the
 # env runners' skill caches (OPID._resume_state).
@@ -178,6 +178,13 @@ class OPID(Algorithm):
     def get_default_config(cls) -> OPIDConfig:
         return OPIDConfig()
 
+    def _setup_logdir(self) -> None:
+        """Outside Tune, Trainable makes an empty ~/ray_results/<date> folder; a run_dir (--no-tune) serves instead."""
+        if self._storage is not None or not getattr(self.config, "run_dir", None):
+            return super()._setup_logdir()
+        self._logdir = os.path.abspath(self.config.run_dir)
+        os.makedirs(self._logdir, exist_ok=True)
+
     def setup(self, config) -> None:
         super().setup(config)
         import envs
@@ -227,14 +234,21 @@ class OPID(Algorithm):
 
     # ---- the training step --------------------------------------------------------------
     def training_step(self) -> None:
+        with iteration_heartbeat(self) as beat:  # a progress line every progress_interval_s (progress.py)
+            self._training_step(beat)
+
+    def _training_step(self, beat) -> None:
         cfg = self.config
         tasks = [self._train_task_ids[int(i)]
                  for i in self._task_rng.integers(len(self._train_task_ids), size=cfg.tasks_per_iter)]
+        n_remote = self.env_runner_group.num_remote_env_runners()
+        beat.phase("rollouts and analysis" + (f" on {n_remote} remote runners" if n_remote else ""))
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
             episodes, runner_metrics = self._sample(tasks)
             self.metrics.aggregate(runner_metrics, key=ENV_RUNNER_RESULTS)
         if not episodes:
             return
+        beat.phase("learner update (re-scoring, then the policy update)")
         t0 = time.perf_counter()
         self._attach_outcome_advantages(episodes)
         if cfg.shuffle_skills:
@@ -243,7 +257,7 @@ class OPID(Algorithm):
         if cfg.content_free_skills:
             n = content_free_skills(episodes, self._tokenizer())
             self.metrics.log_value(("opid", "content_free_trajectories"), n, window=1)
-        self._log_rollout_metrics(episodes)
+        log_rollout_metrics(self.metrics, episodes)
         self.metrics.log_value(("opid", "timers", "outcome_adv_s"), time.perf_counter() - t0, window=1)
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
             learner_results = self.learner_group.update(
@@ -252,6 +266,7 @@ class OPID(Algorithm):
                     (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)},
                 num_epochs=cfg.num_epochs)
             self.metrics.aggregate(learner_results, key=LEARNER_RESULTS)
+        beat.phase("weight sync")
         with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
             self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group,
                                                inference_only=True)
@@ -266,7 +281,8 @@ class OPID(Algorithm):
             return super().evaluate(parallel_train_future=parallel_train_future)
         from opid_rllib.evaluation import run_evaluation
 
-        results, self.last_evaluation_episodes = run_evaluation(self)  # episodes: opid-eval's records
+        with iteration_heartbeat(self, "evaluation", phase=f"playing {self.config.evaluation_duration} games"):
+            results, self.last_evaluation_episodes = run_evaluation(self)  # episodes: opid-eval's records
         self._last_evaluation = results
         return results
 
@@ -306,18 +322,6 @@ class OPID(Algorithm):
         if n == 1:
             return TrainingData(episodes=episodes)
         return TrainingData(episodes_refs=[ray.put(s) for s in shard_by_group(episodes, n)])
-
-    def _log_rollout_metrics(self, episodes) -> None:
-        metas = [ep.custom_data["opid"] for ep in episodes]
-        won = np.asarray([m["won"] for m in metas], float)
-        log = lambda k, v: self.metrics.log_value(("opid", *k.split("/")), float(v), window=1)  # noqa: E731
-        log("success_rate", won.mean())
-        log("episode_len_mean", np.mean([len(ep) for ep in episodes]))
-        fv = np.concatenate([np.asarray(ep.get_extra_model_outputs("format_valid"), float) for ep in episodes])
-        log("format_valid_rate", fv.mean())
-        log("env_errors", sum(bool(m.get("env_error")) for m in metas))
-        for tt in sorted({m["task_type"] for m in metas}):
-            log(f"success_by_type/{tt}", np.mean([m["won"] for m in metas if m["task_type"] == tt]))
 
     def _dump_skills(self, episodes) -> None:
         from opid_rllib.report.skills import write_skill_dump

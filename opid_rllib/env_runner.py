@@ -16,6 +16,7 @@ of the rollout; `sample_groups` joins the futures before returning.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import time
@@ -34,7 +35,7 @@ from ray.rllib.utils.metrics import (
 
 import envs as envs_pkg
 from envs.base import text_space
-from opid_rllib import process_rng
+from opid_rllib import process_rng, progress
 from opid_rllib.advantages import discounted_returns
 from opid_rllib.prompts import build_prompt, insert_skills, project_action
 from opid_rllib.prompts.admissible import is_inadmissible
@@ -185,10 +186,13 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
                     slots.append(slot)
         futures = {}
         gen_seed = seed
-        while True:
+        for rnd in itertools.count():
             live = [sl for sl in slots if not sl["done"]]
             if not live:
                 break
+            # the driver's heartbeat reads it (progress.py); the step cap bounds the rounds left
+            progress.post("rollout step", rnd, max(rnd, s["max_steps"]), f"({len(live)} of {len(slots)} playing)",
+                          bound=True)
             prompts = [self._prompt_for(sl) for sl in live]
             ids, cut = module.encode_prompts(prompts)
             counts["prompt_truncations"] += int(sum(cut))
@@ -206,7 +210,9 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
             timers["env_s"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         episodes = []
-        for sl in slots:
+        for k, sl in enumerate(slots):
+            if futures:
+                progress.post("analyses received", k, len(slots))
             fut = futures.get(id(sl))
             skills = fut.result() if fut is not None else None
             sl["episode"].custom_data["opid"]["skills"] = skills.to_dict() if skills is not None else None

@@ -24,12 +24,14 @@ def export_checkpoint(checkpoint: str | os.PathLike, out_dir: str | os.PathLike)
 def save_policy(module, out_dir: str | os.PathLike) -> Path:
     """An LLMRLModule's policy as a plain Hugging Face folder (model + tokenizer). It changes the module: LoRA
     adapters are merged into the base, and fp32 masters are cast to the run's dtype (what vLLM serves)."""
+    from opid_rllib.models.cache import quiet_progress
     from opid_rllib.models.lora import is_lora
 
     out = Path(out_dir).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
     model = module.model.merge_and_unload() if is_lora(module.model) else module.model  # LoRA: merged folder
     model.to(module.compute_dtype)
-    model.save_pretrained(out)
+    with quiet_progress():
+        model.save_pretrained(out)
     module.tokenizer.save_pretrained(out)
     return out

@@ -114,3 +114,17 @@ def content_free_skills(episodes, tokenizer) -> int:
         n += 1
     return n
 
+
+
+def log_rollout_metrics(metrics, episodes) -> None:
+    """The iteration's rollout results under opid/ (success, length, format-valid rate, env errors, per task type)."""
+    metas = [ep.custom_data["opid"] for ep in episodes]
+    won = np.asarray([m["won"] for m in metas], float)
+    log = lambda k, v: metrics.log_value(("opid", *k.split("/")), float(v), window=1)  # noqa: E731
+    log("success_rate", won.mean())
+    log("episode_len_mean", np.mean([len(ep) for ep in episodes]))
+    fv = np.concatenate([np.asarray(ep.get_extra_model_outputs("format_valid"), float) for ep in episodes])
+    log("format_valid_rate", fv.mean())
+    log("env_errors", sum(bool(m.get("env_error")) for m in metas))
+    for tt in sorted({m["task_type"] for m in metas}):
+        log(f"success_by_type/{tt}", np.mean([m["won"] for m in metas if m["task_type"] == tt]))

@@ -18,6 +18,7 @@ import torch.distributed as dist
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
+from opid_rllib import progress
 from opid_rllib.connectors.common import policy_module
 from opid_rllib.grad_sync import all_reduce_mean
 from opid_rllib.losses import ppo_token_loss
@@ -131,6 +132,8 @@ class OPIDTorchLearner(TorchLearner):
             k = int(t.item())
         totals: dict[str, torch.Tensor] = {}
         loss_total = torch.zeros((), device=self._device)
+        self._rows_total, self._rows_done = n, 0  # what progress.post shows the driver's heartbeat
+        progress.post("policy update: rows", 0, n)
         for rows in minibatch_rows(n, k, anchor, self._device):  # sequential, as verl
             loss_sum, stats = self._minibatch_step(module, {key: v[rows] for key, v in data.items()}, distributed)
             loss_total = loss_total + loss_sum
@@ -171,6 +174,8 @@ class OPIDTorchLearner(TorchLearner):
             loss_total = loss_total + loss_sum.detach()
             for k, v in stats.items():
                 totals[k] = totals.get(k, 0.0) + v
+            self._rows_done = getattr(self, "_rows_done", 0) + len(sub["response_ids"])
+            progress.post("policy update: rows", self._rows_done, max(self._rows_done, getattr(self, "_rows_total", n)))
         for p in self._params.values():  # every rank must all-reduce the same tensors
             if p.grad is None and p.requires_grad:
                 p.grad = torch.zeros_like(p)

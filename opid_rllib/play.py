@@ -12,6 +12,8 @@ import sys
 import time
 from typing import Any, Callable, Mapping, Sequence
 
+from opid_rllib.progress import LineBar
+
 
 def episode_record(ep, task_id: str | None = None) -> dict[str, Any]:
     """One line of episodes.jsonl from a finished SingleAgentEpisode of the runner."""
@@ -63,7 +65,8 @@ def play_tasks(runner, task_ids: Sequence[str], *, temperature: float, seed: int
     episodes themselves).
 
     Works with any GroupedTextEnvRunner, e.g. an algorithm's local env runner for in-training eval.
-    The bar advances per finished chunk; its postfix shows the current step (a chunk can take minutes).
+    The bar advances per finished episode (seen at the next generation step); its postfix shows the step. Where
+    stderr is not a terminal it is a line every 10 s (progress.LineBar), so a log or a pipe shows it as it goes.
     """
     from tqdm.auto import tqdm
 
@@ -71,8 +74,13 @@ def play_tasks(runner, task_ids: Sequence[str], *, temperature: float, seed: int
         raise ValueError("play_tasks: chunk_log reads chunks back as records, on_chunk needs their episodes")
     records: list[dict[str, Any]] = []
     n_chunks = max(1, math.ceil(len(task_ids) / batch_envs))
-    bar = tqdm(total=len(task_ids), desc=desc, unit="ep", disable=not progress, file=sys.stderr, dynamic_ncols=True)
-    state = {"chunk": 0, "step": 0}
+    if progress and not sys.stderr.isatty():  # a log file or a pipe: whole lines, not carriage-return redraws
+        bar = LineBar(len(task_ids), desc)
+    else:
+        bar = tqdm(total=len(task_ids), desc=desc, unit="ep", disable=not progress, file=sys.stderr,
+                   dynamic_ncols=True)
+    max_steps = int(getattr(runner, "settings", {}).get("max_steps") or 0)
+    state = {"chunk": 0, "step": 0, "size": 0, "ended": 0}
 
     def status() -> str:
         won = sum(r["won"] for r in records)
@@ -86,14 +94,20 @@ def play_tasks(runner, task_ids: Sequence[str], *, temperature: float, seed: int
 
         def generate(prompt_ids, *args, **kwargs):
             state["step"] += 1
+            ended = state["size"] - len(prompt_ids)  # the chunk's episodes that ended: the bar moves per episode
+            if ended > state["ended"]:
+                bar.update(ended - state["ended"])
+                state["ended"] = ended
+            if hasattr(bar, "fraction") and max_steps:  # a LineBar: pace = chunks done + this one's step of the cap
+                bar.fraction = (state["chunk"] + min(1.0, state["step"] / max_steps)) / n_chunks
             bar.set_postfix_str(f"{status()} ({len(prompt_ids)} live)")
             return class_generate(prompt_ids, *args, **kwargs)
 
         module.generate = generate
     try:
         for k, start in enumerate(range(0, len(task_ids), batch_envs)):
-            state.update(chunk=k, step=0)
             chunk = [str(t) for t in task_ids[start:start + batch_envs]]
+            state.update(chunk=k, step=0, size=len(chunk), ended=0)
             kept = None if chunk_log is None else chunk_log.get(k, chunk)
             if kept is not None:
                 records.extend(kept)
@@ -114,8 +128,9 @@ def play_tasks(runner, task_ids: Sequence[str], *, temperature: float, seed: int
                     records.append(_reset_failed_record(tid))
             if chunk_log is not None:
                 records[n_before:] = chunk_log.add(k, chunk, records[n_before:], time.perf_counter() - t_chunk)
-            bar.update(len(chunk))
             bar.set_postfix_str(status())
+            bar.update(len(chunk) - state["ended"])
+            state["ended"] = len(chunk)
     finally:
         if wrapped:
             del module.generate  # back to the class method

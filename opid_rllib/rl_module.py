@@ -26,11 +26,14 @@ import numpy as np
 import torch
 from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 
+from opid_rllib import progress
 from opid_rllib.generation.base import Generation
+from opid_rllib.quiet import apply_torch_threads, silence_ray_notices
 from opid_rllib.settings import DTYPE_NAMES
 from opid_rllib.token_logprobs import length_order, pack, response_logprobs  # noqa: F401  (re-exported)
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
+silence_ray_notices()  # RLlib's RLModule.__init__ warns about its own deprecated RLModuleConfig (quiet.py)
 
 
 class LLMRLModule(TorchRLModule):
@@ -44,9 +47,8 @@ class LLMRLModule(TorchRLModule):
         from opid_rllib.models.resolve import load_model
 
         cfg = self.model_config or {}
-        if cfg.get("torch_threads"):
-            # Small models on few cores: one thread avoids per-op sync waits (measured in docs/VLLM.md).
-            torch.set_num_threads(int(cfg["torch_threads"]))
+        # Every process that builds the policy (Ray's runners and learners too): torch_threads, else 1 without CUDA.
+        apply_torch_threads(cfg.get("torch_threads"))
         path = cfg.get("model_path")
         if not path:
             raise ValueError("model_config['model_path'] is required: run opid_rllib.models.resolve_model first")
@@ -155,6 +157,7 @@ class LLMRLModule(TorchRLModule):
         dev = next(model.parameters()).device
         temperature = self.model_config.get("temperature", 1.0)
         out: list[np.ndarray | None] = [None] * len(prompt_ids)
+        progress.post("scoring rows", 0, len(order))
         try:
             for s in range(0, len(order), mb):
                 rows = order[s:s + mb]
@@ -165,6 +168,7 @@ class LLMRLModule(TorchRLModule):
                                                 t["response_len"], temperature=temperature)
                 for j, (i, n) in enumerate(zip(rows, b["response_len"])):
                     out[i] = logp[j, :n].float().cpu().numpy()
+                progress.post("scoring rows", s + len(rows), len(order))  # the re-scoring's pace, for the heartbeat
         finally:
             if was_training:
                 model.train()

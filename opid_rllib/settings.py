@@ -23,7 +23,11 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     "temperature": (1.0, float), "top_p": (1.0, float), "eval_temperature": (0.4, float),
     "history_length": (5, int), "max_steps": (30, int), "enable_thinking": (False, bool),
     "gradient_checkpointing": (False, bool), "score_micro_batch_size": (8, int),
+    # torch CPU threads in each process that builds the policy (driver, env runners, learners): None = 1 on a
+    # machine without CUDA (faster on small shared CPUs, quiet.default_torch_threads), torch's own with CUDA.
     "torch_threads": (None, int),
+    # Seconds between the driver's progress lines during an iteration (progress.py); 0: none (opid-train's sweeps).
+    "progress_interval_s": (10.0, float),
     # LoRA adapters (peft): None, or {"r": 16, "alpha": 32, "target_modules": [...], "dropout": 0.0}.
     "lora": (None, dict),
     # groups

@@ -13,11 +13,10 @@
 # Both modes end with rung 0 of the learning gate (GRPO on Signpost until 90 % success, 1.5-2 min; RUNG0=0 skips
 # it), whose success curve is the run's plot of learning.
 # Every size can be overridden by env vars (SFT_TASKS, SFT_EPOCHS, ITERS, TASKS_PER_ITER, PANEL, EVAL_EPISODES,
-# TORCH_THREADS: torch threads of every step (exported as OMP_NUM_THREADS); 1 in quick mode, where on a
-# busy 2-core box a warm-start step took ~13 s with torch's default threads and ~1.1 s with one;
-# torch's own choice in full mode). The
-# warm start prints progress with an ETA and saves a checkpoint per epoch: re-running the same command
-# after a stop resumes it. Outputs under ${OUT:-outputs/quickstart} (quick) / outputs/quickstart-full.
+# TORCH_THREADS: --torch-threads of every step; the commands' default on a CPU is one thread per process, which on
+# a busy 2-core box was many times faster than torch's own two). Every step prints a progress line at least every
+# 10-15 s and ends by naming what it wrote; the warm start saves a checkpoint per epoch: re-running the same
+# command after a stop resumes it. Outputs under ${OUT:-outputs/quickstart} (quick) / outputs/quickstart-full.
 set -euo pipefail
 MODE=quick
 for arg in "$@"; do
@@ -31,14 +30,15 @@ done
 if [[ $MODE == full ]]; then
   OUT=${OUT:-outputs/quickstart-full}
   SFT_TASKS=${SFT_TASKS:-330}; SFT_EPOCHS=${SFT_EPOCHS:-4}; ITERS=${ITERS:-3}; PANEL=${PANEL:-alfworld/valid_unseen@v1}
-  TORCH_THREADS=${TORCH_THREADS:-}; TASKS_PER_ITER=${TASKS_PER_ITER:-4}
+  TASKS_PER_ITER=${TASKS_PER_ITER:-4}
 else
   OUT=${OUT:-outputs/quickstart}
   SFT_TASKS=${SFT_TASKS:-20}; SFT_EPOCHS=${SFT_EPOCHS:-1}; ITERS=${ITERS:-1}; PANEL=${PANEL:-alfworld/smoke@v1}
-  TORCH_THREADS=${TORCH_THREADS:-1}; TASKS_PER_ITER=${TASKS_PER_ITER:-2}
+  TASKS_PER_ITER=${TASKS_PER_ITER:-2}
 fi
 mkdir -p "$OUT"
-if [[ -n "$TORCH_THREADS" ]]; then export OMP_NUM_THREADS=$TORCH_THREADS; fi
+TT=()
+if [[ -n "${TORCH_THREADS:-}" ]]; then TT=(--torch-threads "$TORCH_THREADS"); fi
 T0=$SECONDS
 phase() { echo "[quickstart:$MODE] $1 (t=$((SECONDS - T0))s)"; }
 
@@ -46,18 +46,19 @@ phase() { echo "[quickstart:$MODE] $1 (t=$((SECONDS - T0))s)"; }
 # on the unseen panel the full version takes the tiny model from 0 % to a non-zero success rate.
 phase "warm start: $SFT_TASKS games x $SFT_EPOCHS epoch(s)"
 opid-sft --env alfworld --model tiny --out "$OUT/sft" --overwrite --tasks "$SFT_TASKS" \
-  --epochs "$SFT_EPOCHS" --batch-size 4 --lr 3e-3 --history-length 2 --max-prompt-len 1024 --max-steps 30
+  --epochs "$SFT_EPOCHS" --batch-size 4 --lr 3e-3 --history-length 2 --max-prompt-len 1024 --max-steps 30 \
+  ${TT[@]+"${TT[@]}"}
 phase "OPID training: $ITERS iteration(s)"
 opid-train --env alfworld --cpu-example --model "$OUT/sft" --stop-iters "$ITERS" \
   --tasks-per-iter "$TASKS_PER_ITER" --no-tune \
-  --output "$OUT/train" --checkpoint-at-end
+  --output "$OUT/train" --checkpoint-at-end ${TT[@]+"${TT[@]}"}
 phase "export"
 opid-export "$OUT/train/checkpoint_final" "$OUT/policy"
 EVAL_N=()
 if [[ -n "${EVAL_EPISODES:-}" ]]; then EVAL_N=(--episodes "$EVAL_EPISODES"); fi
 phase "evaluation on $PANEL"
 opid-eval --env alfworld --panel "$PANEL" --model "$OUT/policy" ${EVAL_N[@]+"${EVAL_N[@]}"} \
-  --history-length 2 --max-steps 30 --max-new-tokens 48 --output "$OUT/eval"
+  --history-length 2 --max-steps 30 --max-new-tokens 48 --output "$OUT/eval" ${TT[@]+"${TT[@]}"}
 phase "report"
 opid-report "$OUT/train"
 # The loop learns: GRPO on Signpost (rung 0 of the learning gate, docs/LEARNING_GATE.md), from chance to 90 %

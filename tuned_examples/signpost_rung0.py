@@ -84,9 +84,13 @@ def make_config(preset: str, model: str | os.PathLike, seed: int, **overrides):
 config = make_config("grpo", os.environ.get("OPID_MODEL", "tiny"), seed=0)
 
 
-def run(preset: str, model, seed: int, stop_iters: int = STOP_ITERS, log=print, **overrides) -> dict:
-    """Train until the last WINDOW iterations' mean success reaches TARGET or stop_iters; the curve and when."""
-    algo = make_config(preset, model, seed, **overrides).build_algo()
+def run(preset: str, model, seed: int, stop_iters: int = STOP_ITERS, log=print, run_dir=None, **overrides) -> dict:
+    """Train until the last WINDOW iterations' mean success reaches TARGET or stop_iters; the curve and when.
+    run_dir: where the algorithm's logs and skill dumps go (None: RLlib's ~/ray_results/<date>)."""
+    cfg = make_config(preset, model, seed, **overrides)
+    if run_dir is not None:
+        cfg.analyzer_settings(run_dir=str(run_dir))
+    algo = cfg.build_algo()
     curve, kl_old, reached, t0 = [], [], None, time.perf_counter()
     try:
         for it in range(1, stop_iters + 1):
@@ -146,9 +150,18 @@ def main(argv=None) -> int:
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     import ray
 
+    from opid_rllib.cli.run_log import ray_session_dir
+    from opid_rllib.quiet import quiet_ray_start
+
     model = warm_start()
-    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
-    runs = [run(p.strip(), model, s, args.stop_iters) for p in args.preset.split(",") for s in seeds]
+    quiet_ray_start()
+    print(f"[rung0] Ray's logs for this session: "
+          f"{ray_session_dir(ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True))}")
+    out = Path(args.json or args.plot).parent if (args.json or args.plot) else None  # else ~/ray_results/<date>
+    runs = [run(p.strip(), model, s, args.stop_iters, run_dir=out and out / f"{p.strip()}-seed{s}")
+            for p in args.preset.split(",") for s in seeds]
+    if out is not None:
+        print(f"[rung0] wrote each run's skill dumps under {out}/<preset>-seed<N>/")
     ok = all(r["iters_to_target"] is not None for r in runs)
     command = "python tuned_examples/signpost_rung0.py " + " ".join(sys.argv[1:] if argv is None else argv)
     summary = {"target": TARGET, "window": WINDOW, "stop_iters": args.stop_iters, "env_config": ENV_CONFIG,

@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--output", default=None,
                     help="output dir (default ./outputs/eval/<panel>-<UTC timestamp>)")
     ap.add_argument("--torch-threads", type=int, default=None,
-                    help="torch CPU threads (default: torch's; 1 is often faster on a busy shared machine)")
+                    help="torch CPU threads (default: 1 without CUDA, torch's own where OMP_NUM_THREADS is set; "
+                         "one was many times faster on a busy 2-core machine)")
     ap.add_argument("--skills", choices=("none", "oracle"), default="none",
                     help="none (default): the policy as deployed. oracle: also play as the skill teacher (the "
                          "step skill naming the env's expert next action at every step, in the hindsight analyzer's "
@@ -82,19 +83,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.torch_threads is not None and args.torch_threads < 1:
         print(f"opid-eval: error: --torch-threads {args.torch_threads}: must be >= 1", file=sys.stderr)
         return 2
-    threads_before = None
-    if args.torch_threads is not None:
-        import torch
+    import torch
 
-        threads_before = torch.get_num_threads()
-        torch.set_num_threads(args.torch_threads)
+    from opid_rllib.quiet import TORCH_THREADS_ENV, set_cli_torch_threads
+
+    threads_before, env_before = torch.get_num_threads(), os.environ.get(TORCH_THREADS_ENV)
+    set_cli_torch_threads(args.torch_threads)
     try:
         return _run(args)
-    finally:
-        if threads_before is not None:  # main() may be called in-process (tests): leave torch as found
-            import torch
-
-            torch.set_num_threads(threads_before)
+    finally:  # main() may be called in-process (tests): leave torch and the environment as found
+        torch.set_num_threads(threads_before)
+        if env_before is None:
+            os.environ.pop(TORCH_THREADS_ENV, None)
+        else:
+            os.environ[TORCH_THREADS_ENV] = env_before
 
 
 def _run(args) -> int:

@@ -18,7 +18,7 @@ def main(argv=None) -> int:
     except FileNotFoundError as e:
         print(f"opid-export: {e}", file=sys.stderr)
         return 2
-    print(out)
+    print(f"[opid-export] wrote the policy (a Hugging Face folder: weights, config, tokenizer) to {out}")
     return 0
 
 

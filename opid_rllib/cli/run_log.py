@@ -68,3 +68,18 @@ def jsonable_result(result: dict) -> dict:
         elif isinstance(v, (int, float, str, bool)) or v is None:
             out[k] = v
     return out
+
+
+def ray_session_dir(ctx) -> str:
+    """Ray's session folder (under /tmp/ray by default: its logs and spill files, kept until the next reboot)."""
+    info = getattr(ctx, "address_info", None) or {}
+    return str(info.get("session_dir") or "/tmp/ray/session_latest")
+
+
+def print_outputs(results: str) -> None:
+    """The run's closing lines: what it wrote and where, and the shared caches it used."""
+    from opid_rllib.models.cache import default_cache_dir
+
+    print(f"[opid-train] wrote {results}", flush=True)
+    print(f"[opid-train] caches (reused by later runs): the models and generated games under {default_cache_dir()}",
+          flush=True)

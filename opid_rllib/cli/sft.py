@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--log-every", type=int, default=0, help="also print the loss every N optimizer steps")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--torch-threads", type=int, default=None,
-                    help="torch.set_num_threads for training (default: torch's own choice)")
+                    help="torch CPU threads (default: 1 without CUDA, torch's own where OMP_NUM_THREADS is set; "
+                         "one was many times faster on a busy 2-core machine)")
     ap.add_argument("--dtype", choices=SFT_DTYPE_NAMES, default="float32",
                     help="compute dtype of training (fp32 weights, bf16 autocast) and of the --policy-tasks games "
                          "(bf16 weights); bfloat16 pays off where the CPU has AVX512-BF16/AMX (bench/dtype_speed.py)")
@@ -152,12 +153,11 @@ def run(args) -> dict:
 
     t0 = time.perf_counter()
     env_kwargs = _check(args)
-    if args.torch_threads is not None:
-        if args.torch_threads < 1:
-            raise CliError(f"--torch-threads={args.torch_threads}: must be >= 1")
-        import torch
+    if args.torch_threads is not None and args.torch_threads < 1:
+        raise CliError(f"--torch-threads={args.torch_threads}: must be >= 1")
+    from opid_rllib.quiet import set_cli_torch_threads
 
-        torch.set_num_threads(int(args.torch_threads))
+    set_cli_torch_threads(args.torch_threads)  # default: 1 without CUDA (quiet.default_torch_threads)
     warn_slow_dtype("opid-sft", args.dtype)
     try:
         model_path = resolve_model(args.model)
@@ -234,8 +234,9 @@ def run(args) -> dict:
                   "wall_seconds": time.perf_counter() - t0})
     stats_path.write_text(json.dumps(stats, indent=2) + "\n")
     loss = "n/a" if stats["final_eval_loss"] is None else f"{stats['final_eval_loss']:.4f}"
-    print(f"[opid-sft] wrote {out} ({stats['demos']} demos, {stats['tokens']} tokens, loss after training {loss}, "
-          f"{stats['wall_seconds']:.0f}s); stats in {stats_path}", flush=True)
+    print(f"[opid-sft] wrote the warm-started model to {out} ({stats['demos']} demos, {stats['tokens']} tokens, "
+          f"final weights' loss {loss}, {stats['wall_seconds']:.0f}s); stats and the loss curve in {stats_path}",
+          flush=True)
     return stats
 
 

@@ -11,7 +11,7 @@ import sys
 import time
 
 from opid_rllib.cli import env_kwargs_arg, json_object_arg, key_value_args, warn_slow_dtype
-from opid_rllib.cli.run_log import jsonable_result, open_run_logs, write_tensorboard
+from opid_rllib.cli.run_log import jsonable_result, open_run_logs, print_outputs, ray_session_dir, write_tensorboard
 from opid_rllib.cli.train_parser import build_parser
 from opid_rllib.presets import CPU_TINY, apply_preset, model_default
 from opid_rllib.settings import EXPERIMENTAL_SETTINGS
@@ -30,7 +30,8 @@ PROGRESS_COLUMNS = {
 
 # Flags that must be >= 1 when given (checked before any config or Ray work).
 _POSITIVE = ("group_size", "tasks_per_iter", "max_steps", "max_new_tokens", "stop_iters", "num_samples",
-             "minibatch_size", "select_episodes", "select_max_steps", "eval_interval", "eval_episodes", "asha_grace")
+             "torch_threads", "minibatch_size", "select_episodes", "select_max_steps", "eval_interval", "eval_episodes",
+             "asha_grace")
 
 
 def config_from_args(args):
@@ -54,7 +55,7 @@ def config_from_args(args):
 # Command-line settings a prepared config (opid-train's or a tuned example's) takes when given.
 _LLM_FLAGS = {"model": "llm_model", "max_new_tokens": "max_new_tokens", "max_prompt_len": "max_prompt_len",
               "history_length": "history_length", "max_steps": "max_steps", "generation_backend": "generation_backend",
-              "dtype": "dtype"}
+              "dtype": "dtype", "torch_threads": "torch_threads"}
 _TRAIN_FLAGS = ("group_size", "tasks_per_iter", "lr", "minibatch_size", "episode_skill_adv_weight",
                 "step_skill_adv_weight", "skill_routing", "teacher_sample_adv_weight", "normalize_teacher_adv",
                 "teacher_sample_sft_coeff", "teacher_anchor_coeff", "invalid_action_source")
@@ -246,12 +247,17 @@ def run_experiment(cfg, args=None) -> int:
     if err:  # before Ray starts and before --output is created
         print(f"opid-train: error: {err}", file=sys.stderr)
         return 2
+    set_progress_interval(cfg, args, num_samples)
     import ray
     from ray import tune
 
+    from opid_rllib.quiet import quiet_ray_start
+
     output = os.path.abspath(args.output or os.path.join("outputs", "train"))
     os.makedirs(output, exist_ok=True)
-    ray.init(num_cpus=args.num_cpus or None, ignore_reinit_error=True, include_dashboard=False)
+    quiet_ray_start()
+    ctx = ray.init(num_cpus=args.num_cpus or None, ignore_reinit_error=True, include_dashboard=False)
+    print(f"[opid-train] Ray's logs for this session: {ray_session_dir(ctx)}", flush=True)
     try:
         if args.no_tune:
             return _run_no_tune(cfg, args, output)
@@ -261,7 +267,7 @@ def run_experiment(cfg, args=None) -> int:
             "OPID", param_space=cfg,
             tune_config=tune.TuneConfig(num_samples=num_samples, scheduler=_scheduler(args)),
             run_config=tune.RunConfig(
-                storage_path=output, name=f"{args.preset or 'opid'}-{cfg.env}",
+                storage_path=output, name=tuner_name(cfg, args),
                 stop={"training_iteration": args.stop_iters},
                 verbose=args.verbose, progress_reporter=reporter,
                 # Skill dumps live in the trial's working dir: copy them to --output too.
@@ -274,6 +280,8 @@ def run_experiment(cfg, args=None) -> int:
         for r in grid:
             print(f"trial {r.path}: success_rate={_get(r.metrics, 'opid/success_rate')} "
                   f"checkpoint={r.checkpoint.path if r.checkpoint else None}")
+        print_outputs(f"the Tune experiment {os.path.join(output, tuner_name(cfg, args))} (per trial: result.json, "
+                      "progress.csv, TensorBoard events, checkpoints, skill dumps in opid_skills/)")
         keys = searched_keys(cfg)
         if keys:
             from opid_rllib.sweep_panel import write_selection
@@ -284,6 +292,15 @@ def run_experiment(cfg, args=None) -> int:
         return 1 if errors else 0
     finally:
         ray.shutdown()
+
+
+def set_progress_interval(cfg, args, num_samples: int) -> None:
+    """--progress-every-s, else none in a sweep under Tune: Tune's table is its progress, and the heartbeats of many
+    trials would interleave. A single run (Tune or --no-tune) keeps the config's (10 s)."""
+    if getattr(args, "progress_every_s", None) is not None:
+        cfg.progress_interval_s = max(0.0, args.progress_every_s)
+    elif not args.no_tune and (num_samples > 1 or searched_keys(cfg)):
+        cfg.progress_interval_s = 0
 
 
 def _scheduler(args):
@@ -302,6 +319,8 @@ def _scheduler(args):
 def _run_no_tune(cfg, args, output) -> int:
     """In-process loop; writes TensorBoard events, result.json lines and skill dumps into `output`."""
     cfg.analyzer_settings(run_dir=output)
+    print(f"[opid-train] building the algorithm: the policy in every runner and learner, {cfg.num_env_runners} remote "
+          "env runners", flush=True)
     algo = cfg.build_algo()
     if args.resume:
         algo.restore_from_path(os.path.abspath(args.resume))
@@ -310,6 +329,8 @@ def _run_no_tune(cfg, args, output) -> int:
     last = {}
     while algo.iteration < args.stop_iters:
         t0 = time.time()
+        print(f"[opid-train] iteration {algo.iteration + 1}/{args.stop_iters}: rollouts, then the learner update",
+              flush=True)
         last = algo.train()
         it = algo.iteration
         write_tensorboard(writer, last, it)
@@ -327,7 +348,14 @@ def _run_no_tune(cfg, args, output) -> int:
     writer.close()
     results_file.close()
     algo.stop()
+    ckpts = "; checkpoints: checkpoint_*" if args.checkpoint_freq or args.checkpoint_at_end else ""
+    print_outputs(f"{output}: result.json (a line per iteration), TensorBoard events, skill dumps in "
+                  f"opid_skills/{ckpts}")
     return 0
+
+
+def tuner_name(cfg, args) -> str:
+    return f"{args.preset or 'opid'}-{cfg.env}"
 
 
 def _no_tune_error(cfg, args) -> str | None:

@@ -19,8 +19,9 @@ def default_cache_dir() -> Path:
 
 
 @contextlib.contextmanager
-def _quiet_progress():
-    """transformers' progress bars off for the block (restored after)."""
+def quiet_progress():
+    """transformers' progress bars off for the block (restored after): loading and saving a small model
+    ("Loading weights", "Writing model shards") takes under a second, and the bars bury a CLI's own lines."""
     from transformers.utils import logging as hf_logging
 
     was_on = hf_logging.is_progress_bar_enabled()
@@ -40,7 +41,7 @@ def _build_cached(final: Path, builder) -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=final.name + ".tmp-", dir=final.parent))
     try:
-        with _quiet_progress():  # a first build must not add progress bars to a CLI's one-line errors
+        with quiet_progress():  # a first build must not add progress bars to a CLI's one-line errors
             builder(tmp)
         os.chmod(tmp, 0o755)  # mkdtemp/safetensors make 0700/0600; the cache is shared
         for f in tmp.iterdir():

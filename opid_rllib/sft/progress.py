@@ -10,12 +10,7 @@ import sys
 import time
 from typing import Callable
 
-
-def fmt_s(seconds: float) -> str:
-    s = int(round(max(0.0, seconds)))
-    h, rem = divmod(s, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+from opid_rllib.progress import fmt_s  # noqa: F401  (re-exported: the warm start's callers import it here)
 
 
 def eta_s(done: int, total: int, elapsed: float) -> float | None:

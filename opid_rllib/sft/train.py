@@ -137,6 +137,7 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
     import torch
 
     from opid_rllib.models import load_model, load_tokenizer
+    from opid_rllib.models.cache import quiet_progress
 
     if not demos:
         raise ValueError("train_sft: no demonstrations (did the expert win any episode?)")
@@ -227,7 +228,7 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
                 torch.nn.utils.clip_grad_norm_(model.parameters(), float(max_grad_norm))
             opt.step()
             step += 1
-            progress.update(step, loss=ep_loss_sum / max(1, ep_tokens))
+            progress.update(step, **{"epoch-mean loss": ep_loss_sum / max(1, ep_tokens)})
             if log_every and step % int(log_every) == 0:
                 say(f"[opid-sft]   step {step}/{total_steps}: loss {win_sum / max(1, win_tok):.4f}, lr {cur_lr:.2e}, "
                     f"{elapsed():.0f}s")
@@ -240,8 +241,9 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
         if not stopped_early:  # a whole epoch: the state a resumed run starts the next epoch from
             checkpoint.save(out_dir, model=model, opt=opt, rng=rng, fp=fp, epoch=epoch + 1, step=step, curve=curve,
                             seconds=elapsed())
-        say(f"[opid-sft] epoch {epoch + 1}/{epochs}: loss {loss:.4f} (token mean over {ep_tokens} response "
-            f"tokens), lr {cur_lr:.2e}, {time.perf_counter() - t_ep:.1f}s"
+        say(f"[opid-sft] epoch {epoch + 1}/{epochs}: training loss {loss:.4f}, the token mean over the epoch's "
+            f"{len(step_losses)} steps ({ep_tokens} response tokens) while the weights learned (first step "
+            f"{step_losses[0]:.4f}, last {step_losses[-1]:.4f}), lr {cur_lr:.2e}, {time.perf_counter() - t_ep:.1f}s"
             f"{'' if stopped_early else '; checkpoint saved'}")
         if stopped_early:
             say(f"[opid-sft] time budget {time_budget_s}s reached after {step} of {total_steps} steps")
@@ -251,11 +253,13 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
     k = min(len(demos), max(0, int(final_loss_samples)))
     final_eval = demo_loss(model, prompts[:k], responses[:k], pad_id) if k else None
     if final_eval is not None:
-        say(f"[opid-sft] trained model: loss {final_eval:.4f} on the first {k} demos")
+        say(f"[opid-sft] trained model: loss {final_eval:.4f} on the first {k} (training) demos, scored once with "
+            "the final weights, no dropout: below the epoch's mean, which averages the whole epoch's learning")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.config.use_cache = True
-    model.save_pretrained(out, safe_serialization=True)
+    with quiet_progress():
+        model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     stats = {"base_model": str(model_path), "demos": len(demos), "tokens": int(sum(lengths)),
              "response_tokens": n_resp_tokens, "prompts_truncated": n_cut, "epochs": int(epochs),

@@ -89,7 +89,7 @@ def test_sft_run_learns_and_saves_a_loadable_folder(tmp_path, one_thread, capsys
     assert stats["demos"] == len(demos) and stats["collection"]["episodes_won"] == 2
     assert len(stats["loss_curve"]) == 2 and stats["wall_seconds"] > 0
     err = capsys.readouterr().err  # the last step always gets a progress line with an ETA
-    assert f"step {stats['optimizer_steps']}/{stats['optimizer_steps']} (100%) loss" in err and "ETA 0s" in err
+    assert f"step {stats['optimizer_steps']}/{stats['optimizer_steps']} (100%) epoch-mean loss" in err and "ETA 0s" in err
     assert not (out / "sft_checkpoint").exists()  # removed once the final model is written
 
     base = resolve_model("tiny")
@@ -332,7 +332,7 @@ def test_quickstart_modes(tmp_path):
     assert p.returncode == 0, p.stderr
     assert [c.split()[0] for c in calls] == ["opid-sft", "opid-train", "opid-export", "opid-eval", "opid-report",
                                              "python-stub"]
-    assert "--tasks 20 --epochs 1" in calls[0] and calls[0].endswith("threads=1")
+    assert "--tasks 20 --epochs 1" in calls[0] and "--torch-threads" not in calls[0]  # the commands' default: 1
     assert "tuned_examples/signpost_rung0.py --preset grpo" in calls[5] and "--plot" in calls[5]
     assert "Learning check: " + str(tmp_path / "out" / "rung0" / "success.png") in p.stdout
     env["RUNG0"] = "0"
@@ -340,7 +340,12 @@ def test_quickstart_modes(tmp_path):
     del env["RUNG0"]
     assert "--stop-iters 1" in calls[1] and "--panel alfworld/smoke@v1" in calls[3]
     p, calls = run("--full")
-    assert p.returncode == 0 and "--tasks 330 --epochs 4" in calls[0] and calls[0].endswith("threads=")
+    assert p.returncode == 0 and "--tasks 330 --epochs 4" in calls[0]
+    env["TORCH_THREADS"] = "3"
+    p, calls = run()
+    assert all("--torch-threads 3 threads=" in c for c in calls[:2] + calls[3:4]), calls
+    del env["TORCH_THREADS"]
+    p, calls = run("--full")
     assert "--stop-iters 3" in calls[1] and "--panel alfworld/valid_unseen@v1" in calls[3]
     p, calls = run("--fast")
     assert p.returncode == 2 and "unknown argument --fast" in p.stderr and calls == []
