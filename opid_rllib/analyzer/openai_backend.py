@@ -239,7 +239,7 @@ class OpenAIAnalyzer(Analyzer):
     def _endpoint(self) -> Endpoint:
         return endpoint_for(self.base_url, self.max_concurrent_requests)
 
-    def _request(self, prompt: str, counter: list[int], num_step_skills: int) -> str:
+    def _request(self, prompt: str, counter: list[int], candidates: list[int]) -> str:
         """One answer. Re-sends at once (without consuming a retry) when the server rejects an optional
         field or the context, or a reasoning model's hidden tokens used up the cap; raises on any other failure."""
         import openai
@@ -249,7 +249,8 @@ class OpenAIAnalyzer(Analyzer):
         if self.context_tokens:
             ep.note_context(self.model, self.context_tokens, None, prompt)
         for _ in range(_MAX_ADAPTATIONS + 1):
-            cap = ep.answer_cap(self.model, default_answer_cap(num_step_skills) if auto else self.max_completion_tokens,
+            k = min(self.max_step_skills, len(candidates))
+            cap = ep.answer_cap(self.model, default_answer_cap(k) if auto else self.max_completion_tokens,
                                 prompt, scalable=auto)
             if cap <= 0:
                 raise NoRoomError(f"the prompt ({len(prompt)} chars) leaves the server's context too little room "
@@ -257,7 +258,7 @@ class OpenAIAnalyzer(Analyzer):
             rf = ep.response_format(self.model, self.response_format)
             optional: dict[str, Any] = {p: cap for p in ep.token_params(self.model, self.token_limit_param)}
             if rf != "none":
-                optional["response_format"] = response_format_payload(rf)
+                optional["response_format"] = response_format_payload(rf, candidates)
             stream = self.stream is True or (self.stream == "auto" and not ep.dropped(self.model, "stream"))
             if stream:
                 optional["stream"] = True
@@ -348,13 +349,13 @@ class OpenAIAnalyzer(Analyzer):
                         ep.url, name, self.model, short_error(message, 200))
         return True
 
-    def _complete(self, prompt: str, counter: list[int], num_step_skills: int) -> str:
+    def _complete(self, prompt: str, counter: list[int], candidates: list[int]) -> str:
         """Up to `max_retries` attempts with exponential backoff; raises TransportError."""
         delay = self.retry_delay_s
         last = "no attempt made"
         for attempt in range(1, self.max_retries + 1):
             try:
-                return self._request(prompt, counter, num_step_skills)
+                return self._request(prompt, counter, candidates)
             except NoRoomError:
                 raise
             except Exception as exc:  # openai.APIError, timeouts, empty text, bad payloads
@@ -379,7 +380,7 @@ class OpenAIAnalyzer(Analyzer):
         prompt, error = original, ""
         try:
             for _ in range(self.parse_retries):
-                text = self._complete(prompt, counter, min(self.max_step_skills, len(candidates)))
+                text = self._complete(prompt, counter, candidates)
                 try:
                     skills = parse_analysis(text, candidates, self.max_step_skills)
                 except ParseError as exc:

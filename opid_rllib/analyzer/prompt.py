@@ -33,13 +33,31 @@ ANALYSIS_JSON_SCHEMA = {
 }
 
 
-def response_format_payload(kind: str) -> dict | None:
-    """The `response_format` request field for a structured-output level (None for "none")."""
+# One sentence, as the parser takes it (parsing._skill_text): it starts with a letter and holds no quote, backslash,
+# angle bracket (a copied "<placeholder>") or line break. A grammar-constrained server enforces it token by token.
+_SENTENCE = {"type": "string", "pattern": r'^[A-Za-z][^"\\<>\n]{9,}$'}
+
+
+def constrained_schema(candidates: list[int]) -> dict:
+    """ANALYSIS_JSON_SCHEMA narrowed for grammar-constrained decoding (llama-cpp-python's json_object + schema):
+    sentences only, and step_skills keyed by this trajectory's step indices. SmolLM2-135M, given the loose schema,
+    wrote "<advice for step 0>", invented keys and strings with raw line breaks."""
+    return {"type": "object", "additionalProperties": False,
+            "properties": {"episode_summary": _SENTENCE, "episode_skill": _SENTENCE,
+                           "step_skills": {"type": "object", "additionalProperties": False,
+                                           "properties": {str(i): _SENTENCE for i in candidates}}},
+            "required": ["episode_summary", "episode_skill", "step_skills"]}
+
+
+def response_format_payload(kind: str, candidates: list[int] | None = None) -> dict | None:
+    """The `response_format` request field for a structured-output level (None for "none"); json_object_schema
+    carries `constrained_schema(candidates)` when the step indices are given."""
     if kind == "json_schema":
         return {"type": "json_schema",
                 "json_schema": {"name": "trajectory_analysis", "schema": ANALYSIS_JSON_SCHEMA, "strict": False}}
     if kind == "json_object_schema":
-        return {"type": "json_object", "schema": ANALYSIS_JSON_SCHEMA}
+        schema = ANALYSIS_JSON_SCHEMA if candidates is None else constrained_schema(candidates)
+        return {"type": "json_object", "schema": schema}
     if kind == "json_object":
         return {"type": "json_object"}
     return None

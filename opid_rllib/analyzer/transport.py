@@ -46,9 +46,14 @@ def _payload_error(exc: Exception) -> TransportError:
 def read_completion(raw: Any, deadline: float, sent_at: float) -> Completion:
     """The completion in `raw` (the client's streaming response to a request sent at `sent_at`), or
     APITimeoutError at `deadline`."""
-    if "text/event-stream" in (raw.headers.get("content-type") or ""):
-        return _read_events(raw, deadline)
-    return _read_whole(raw, deadline, sent_at)
+    import httpx
+
+    try:
+        if "text/event-stream" in (raw.headers.get("content-type") or ""):
+            return _read_events(raw, deadline)
+        return _read_whole(raw, deadline, sent_at)
+    except httpx.TimeoutException:   # a read that outwaited timeout_s mid-body is the request's timeout too
+        raise _timeout(raw) from None
 
 
 def _read_whole(raw: Any, deadline: float, sent_at: float) -> Completion:

@@ -12,7 +12,7 @@ from traj_factory import FAILURE_ROWS, SUCCESS_ROWS, make_traj
 
 from opid_rllib.analyzer import AnalyzerPool, make_analyzer
 from opid_rllib.analyzer.endpoints import SlotLimiter, endpoint_for, rejected_field
-from opid_rllib.analyzer.prompt import ANALYSIS_JSON_SCHEMA
+from opid_rllib.analyzer.prompt import ANALYSIS_JSON_SCHEMA, constrained_schema
 
 
 @contextlib.contextmanager
@@ -98,8 +98,11 @@ def test_json_schema_rejected_falls_back_to_json_object_per_endpoint():
         assert types == ["json_schema", "json_object"]
         other = make(srv)                      # another analyzer on the same endpoint and model
         assert other.analyze(trajs(1)[0]).attempts == 1
-        # json_object carrying the schema: llama-cpp-python constrains the answer to the schema's keys with it
-        assert srv.requests[-1]["body"]["response_format"] == {"type": "json_object", "schema": ANALYSIS_JSON_SCHEMA}
+        # json_object carrying the schema narrowed to this trajectory's steps and to sentences: llama-cpp-python
+        # constrains the answer to it token by token
+        steps = [s.index for s in trajs(1)[0].steps]
+        assert srv.requests[-1]["body"]["response_format"] == {"type": "json_object",
+                                                               "schema": constrained_schema(steps)}
         assert a.stats()["response_format_fallbacks"] == 1 and other.stats()["response_format_fallbacks"] == 0
         make(srv, model="another-model").analyze(trajs(1)[0])    # memory is per (endpoint, model)
         assert srv.requests[-2]["body"]["response_format"]["type"] == "json_schema"

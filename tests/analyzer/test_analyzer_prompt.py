@@ -46,3 +46,21 @@ def test_retry_prompt():
     # the shape is the first prompt's format example, with descriptions, not "..." that a small model copies back
     assert "only one JSON object" in r and '"episode_skill": "<one reusable skill for this task>"' in r
     assert '"..."' not in r
+
+
+def test_constrained_schema_admits_what_the_parser_takes_and_nothing_it_refuses():
+    """The grammar-level schema must agree with parsing._skill_text: its sentence pattern accepts a skill and
+    rejects a copied <placeholder>, a line break, a leading digit or brace; step keys are the trajectory's steps."""
+    import re
+
+    from opid_rllib.analyzer.prompt import constrained_schema
+
+    schema = constrained_schema([0, 2, 5])
+    assert set(schema["properties"]["step_skills"]["properties"]) == {"0", "2", "5"}
+    assert schema["properties"]["step_skills"]["additionalProperties"] is False
+    pattern = re.compile(schema["properties"]["episode_skill"]["pattern"])
+    for ok in ("Go to the fridge first, then take the apple.", "At this point, open drawer 1."):
+        assert pattern.match(ok)
+    for bad in ("<advice for step 0>", "Go to the\nfridge.", "12 steps were wasted.", "{'a': 1}", "Go.",
+                'Say "hi" now please.'):
+        assert not pattern.match(bad), bad
