@@ -28,6 +28,7 @@ V_ONPLAN = "opid:w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teac
 V_SWEEP = "opid:w_ep=0.3+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1"
 V_T = "opid:w_ep=0+w_step=0.3+analyzer.on_plan_step_skills=3+normalize_teacher_adv=true+teacher_sample_adv_weight=1"
 ARM_HEAD = "| arm | All | per seed | agreement | minus GRPO on All, per seed |"
+TYPES_HEAD = "| valid_unseen success %, seed 0 | Pick | Look | Clean | Heat | Cool | Pick2 | All | minus GRPO |"
 
 TABLES = {
     "onplan_3_seeds": {
@@ -62,6 +63,20 @@ TABLES = {
         "file": "learning_teacher_samples.json", "kind": "seed_rows",
         "head": "| seed | base (no RL) | GRPO | T (teacher samples) | S (T, shuffled skills) |",
         "columns": [(BASE, False), ("grpo", False), (V_T, True), ("opid_shuffled:" + V_T[len("opid:"):], False)],
+    },
+    # two one-seed runs whose learning.json a later run overwrote, restored from git history under names outside
+    # studies/comparisons.py's learning*.json (its ledger is of the 3-seed studies)
+    "stage3_seed0": {
+        "file": "stage3_s0_learning.json", "kind": "types_by_arm", "head": TYPES_HEAD,
+        "rows": [("base (stage 3, no RL)", BASE, False), ("GRPO", "grpo", False),
+                 ("OPID, reference weights 0.001", "opid", False), ("OPID, both skill weights 0.1", "opid:w=0.1", True),
+                 ("OPID 0.1, shuffled skills (control)", "opid_shuffled:w=0.1", True)],
+    },
+    "protocol_rebuilt_seed0": {
+        "file": "rebuilt_s0_learning.json", "kind": "types_by_arm", "head": TYPES_HEAD,
+        "rows": [("base (rebuilt, no RL)", BASE, False), ("GRPO", "grpo", False),
+                 ("OPID, both skill weights 0.1 (largest tied sweep point)", "opid:w_ep=0.1+w_step=0.1", True),
+                 ("OPID 0.1, shuffled skills (control)", "opid_shuffled:w_ep=0.1+w_step=0.1", True)],
     },
     "smollm2_headroom_unseen": {
         "kind": "headroom_by_type",
@@ -185,6 +200,21 @@ def headroom_by_type(res: dict, spec: dict) -> list[str]:
     return lines
 
 
+def types_by_arm(res: dict, spec: dict) -> list[str]:
+    """A one-seed run: per arm, success % by task type (a type with no win: 0) and All, then (arm - GRPO) on All."""
+    seed = str(res["seeds"][0])
+    lines = [spec["head"], "|" + "---|" * (len(TYPES) + 2)]
+    for label, variant, bold in spec["rows"]:
+        pct = res["per_seed"][variant][seed]
+        cells = ["0" if pct[k] == 0 else _f(pct[k]) for k in TYPES[:-1]] + [_f(pct["All"])]
+        diff = ""
+        if variant not in ("grpo", BASE):
+            diff = _signed(pct["All"] - _all(res, "grpo", seed))
+            diff = f"**{diff}**" if bold else diff
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {diff} |".replace("|  |", "| |"))
+    return lines
+
+
 def speed_rows(res: dict, spec: dict) -> list[str]:
     """bench/eval_speed.py's rows: the median rollout seconds and their ratio to the first row."""
     rows = {r["configuration"]: r for r in res["rows"]}
@@ -207,7 +237,7 @@ def dtype_rows(res: dict, spec: dict) -> list[str]:
 
 
 KINDS = {"dtype_rows": dtype_rows, "all_agree_by_seed": all_agree_by_seed, "all_by_seed": all_by_seed, "seed_rows": seed_rows,
-         "headroom_by_type": headroom_by_type, "speed_rows": speed_rows}
+         "headroom_by_type": headroom_by_type, "types_by_arm": types_by_arm, "speed_rows": speed_rows}
 
 
 def slug(heading: str) -> str:
