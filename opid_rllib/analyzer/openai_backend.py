@@ -11,7 +11,8 @@ servers differ in which fields they honour. llama-cpp-python ignores `max_comple
 for 5 tokens, it wrote 570) and OpenAI's reasoning models reject `max_tokens`, so the cap goes out
 in both fields and a field the server rejects (HTTP 400/422, or a 5xx whose body names it) is
 dropped. Small models answer in prose unless asked for structured output, so `response_format` is
-sent (JSON schema, then plain JSON object, then nothing) and stepped down when rejected or ignored;
+sent (JSON schema, then a JSON object carrying a narrowed schema that grammar-constrained servers such as
+llama-cpp-python enforce, then a plain JSON object, then nothing) and stepped down when rejected or ignored;
 the lenient parser stays either way. A "maximum context length" refusal teaches the endpoint its
 context, and the cap is fitted to it (answer_cap.py). Such re-sends are immediate and do not use
 up `max_retries`.
