@@ -287,9 +287,10 @@ class OPID(Algorithm):
         return results
 
     def step(self) -> dict:
-        """RLlib's step, plus: the sampling engine's name, and the run's last iteration (eval_final_iteration) is evaluated too, and an iteration
-        without evaluation carries the latest one (as RLlib's metrics carry its own), so `evaluation/...` can be a
-        Tune metric from the first evaluation on; `evaluated_at_iteration` says when it was measured."""
+        """RLlib's step, plus: the sampling engine's name; the run's last iteration (eval_final_iteration) is
+        evaluated too, and an iteration without evaluation carries the latest one (as RLlib's metrics carry its
+        own), so `evaluation/...` can be a Tune metric from the first evaluation on; `evaluated_at_iteration` says
+        when it was measured."""
         results = super().step()
         cfg = self.config
         results["generation_backend"] = cfg.generation_backend   # which engine sampled (a string: TensorBoard skips it)
@@ -324,27 +325,14 @@ class OPID(Algorithm):
         return TrainingData(episodes_refs=[ray.put(s) for s in shard_by_group(episodes, n)])
 
     def _dump_skills(self, episodes) -> None:
-        from opid_rllib.report.skills import write_skill_dump
+        from opid_rllib.report.skills import teacher_diagnostics, write_skill_dump
 
         cfg = self.config
+        peek = lambda *key: self.metrics.peek((LEARNER_RESULTS, "opid", *key), default=None)  # noqa: E731
+        diagnostics = teacher_diagnostics(peek)
         write_skill_dump(self._run_dir(), episodes, iteration=self.iteration + 1, mode=cfg.skill_routing,
                          w_ep=cfg.episode_skill_adv_weight, w_step=cfg.step_skill_adv_weight,
-                         teacher_diagnostics=self._teacher_diagnostics())
-
-    def _teacher_diagnostics(self) -> dict:
-        """This iteration's Delta-by-plan metrics (CombineAdvantages) and teacher-sample ones (TeacherSamples)."""
-        out = {}
-        plan = ("on_plan_token_mean", "off_plan_token_mean", "off_plan_neg_frac", "on_plan_steps", "off_plan_steps")
-        keys = [(f"delta_{kind}", k) for kind in ("ep", "step") for k in plan]
-        keys += [("teacher_samples", k) for k in ("rows", "delta_token_mean", "on_plan_frac", "student_on_plan_frac")]
-        for group, k in keys:
-            try:  # peek's default does not cover a missing intermediate key (searchqa has no plan)
-                v = self.metrics.peek((LEARNER_RESULTS, "opid", group, k), default=None)
-            except KeyError:
-                v = None
-            if v is not None:
-                out[f"{group}/{k}"] = float(v)
-        return out
+                         teacher_diagnostics=diagnostics)
 
     # ---- checkpoint: the task stream and every process's generators, so a resume goes on where it stopped ----
     def get_state(self, components=None, *, not_components=None, **kwargs):

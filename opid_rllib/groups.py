@@ -115,7 +115,6 @@ def content_free_skills(episodes, tokenizer) -> int:
     return n
 
 
-
 def log_rollout_metrics(metrics, episodes) -> None:
     """The iteration's rollout results under opid/ (success, length, format-valid rate, env errors, per task type)."""
     metas = [ep.custom_data["opid"] for ep in episodes]

@@ -26,6 +26,11 @@ def fmt_s(seconds: float) -> str:
     m, s = divmod(rem, 60)
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
+
+def _to_stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
 # What this process is doing now: {"what", "done", "total", "unit", "t0", "bound"}; "bound": total is a cap
 # (e.g. max_steps), so the ETA is an upper bound.
 BOARD: dict = {}
@@ -71,7 +76,7 @@ class Heartbeat:
         self.label, self.every_s, self.prefix = label, float(every_s), prefix
         self.previous = {} if previous is None else previous
         self.durations: dict[str, float] = {}
-        self.write = write or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.write = write or _to_stderr
         self._phase, self._t_phase = "", 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -139,7 +144,7 @@ class LineBar:
                  write: Callable[[str], None] | None = None):
         self.total, self.desc, self.unit, self.every_s = int(total), desc, unit, float(every_s)
         self.n, self.postfix, self.fraction = 0, "", None
-        self.write = write or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.write = write or _to_stderr
         self.t0 = self.last = time.perf_counter()
         self.shown = ""
         self._maybe_print(force=True)  # a line as the play starts: the first step can take a while

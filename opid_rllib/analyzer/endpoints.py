@@ -93,6 +93,11 @@ class _ModelQuirks:
     tokens_per_s: float | None = None       # generation speed of the latest answer
     streams: bool | None = None             # answered a streamed request with events (None: not seen yet)
 
+    def learn_chars_per_token(self, prompt: str, prompt_tokens: int | None) -> None:
+        """From a server's count of a prompt's tokens: keep the fewest characters per token seen."""
+        if prompt_tokens:
+            self.chars_per_token = min(self.chars_per_token, len(prompt) / int(prompt_tokens))
+
 
 class Endpoint:
     """Limiter + learned quirks of one base URL (see module doc)."""
@@ -167,8 +172,7 @@ class Endpoint:
         with self._lock:
             q = self._q(model)
             q.context_tokens = int(context_tokens)
-            if prompt_tokens:
-                q.chars_per_token = min(q.chars_per_token, len(prompt) / int(prompt_tokens))
+            q.learn_chars_per_token(prompt, prompt_tokens)
 
     def raise_cap(self, model: str) -> bool:
         """Double the cap for this model (up to RAISE_LIMIT); False when it is already there."""
@@ -186,8 +190,7 @@ class Endpoint:
             q = self._q(model)
             if streamed is not None:
                 q.streams = streamed
-            if prompt_tokens:
-                q.chars_per_token = min(q.chars_per_token, len(prompt) / int(prompt_tokens))
+            q.learn_chars_per_token(prompt, prompt_tokens)
             if completion_tokens and gen_s > 0.05:
                 q.tokens_per_s = completion_tokens / gen_s
 

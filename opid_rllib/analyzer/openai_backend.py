@@ -249,10 +249,10 @@ class OpenAIAnalyzer(Analyzer):
         auto = self.max_completion_tokens == "auto"
         if self.context_tokens:
             ep.note_context(self.model, self.context_tokens, None, prompt)
+        k = min(self.max_step_skills, len(candidates))
+        base_cap = default_answer_cap(k) if auto else self.max_completion_tokens
         for _ in range(_MAX_ADAPTATIONS + 1):
-            k = min(self.max_step_skills, len(candidates))
-            cap = ep.answer_cap(self.model, default_answer_cap(k) if auto else self.max_completion_tokens,
-                                prompt, scalable=auto)
+            cap = ep.answer_cap(self.model, base_cap, prompt, scalable=auto)  # the learned scale and context may move
             if cap <= 0:
                 raise NoRoomError(f"the prompt ({len(prompt)} chars) leaves the server's context too little room "
                                   "for an answer; raise its context (llama.cpp: --n_ctx) or lower max_step_skills")

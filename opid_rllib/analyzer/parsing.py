@@ -130,8 +130,8 @@ _LETTER = re.compile(r"[^\W\d_]")
 
 def _skill_text(value: Any, field: str) -> str:
     """A skill as the sentence it must be: a string (or a list of strings, joined); a dict, a number, a
-    dict/list literal written as text or a "<placeholder>" copied from the format example is refused (ParseError: the repair request, then a failed analysis), so
-    its Python repr never reaches a prompt as a "skill"."""
+    dict/list literal written as text or a "<placeholder>" copied from the format example is refused
+    (ParseError: the repair request, then a failed analysis), so no such text reaches a prompt as a "skill"."""
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         value = " ".join(v.strip() for v in value if v.strip())
     if value is None or (isinstance(value, str) and not value.strip()):

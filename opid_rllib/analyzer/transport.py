@@ -39,6 +39,10 @@ def _timeout(raw: Any) -> Exception:
     return openai.APITimeoutError(request=raw.http_response.request)
 
 
+# What json.loads and the payload's lookups raise on a malformed completion (RecursionError: nested ~1,000 deep).
+_PAYLOAD_ERRORS = (ValueError, RecursionError, LookupError, TypeError, AttributeError)
+
+
 def _payload_error(exc: Exception) -> TransportError:
     return TransportError(f"malformed completion payload ({type(exc).__name__})")
 
@@ -71,7 +75,7 @@ def _read_whole(raw: Any, deadline: float, sent_at: float) -> Completion:
         return Completion(choice["message"]["content"], choice.get("finish_reason"),
                           usage.get("completion_tokens"), usage.get("prompt_tokens"),
                           time.monotonic() - sent_at, streamed=False)
-    except (ValueError, RecursionError, LookupError, TypeError, AttributeError) as exc:
+    except _PAYLOAD_ERRORS as exc:
         raise _payload_error(exc) from None
 
 
@@ -98,7 +102,7 @@ def _read_events(raw: Any, deadline: float) -> Completion:
                     parts.append(piece)
                     events += 1
                 finish = choice.get("finish_reason") or finish
-        except (ValueError, RecursionError, LookupError, TypeError, AttributeError) as exc:
+        except _PAYLOAD_ERRORS as exc:
             raise _payload_error(exc) from None
     return Completion("".join(parts), finish, usage.get("completion_tokens") or events, usage.get("prompt_tokens"),
                       time.monotonic() - (first or time.monotonic()), streamed=True)

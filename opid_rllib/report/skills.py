@@ -38,6 +38,23 @@ def skill_dump_record(ep, *, iteration: int, mode: str, w_ep: float, w_step: flo
             "teacher_diagnostics": dict(teacher_diagnostics or {})}
 
 
+def teacher_diagnostics(peek) -> dict:
+    """This iteration's Delta-by-plan metrics (CombineAdvantages) and teacher-sample ones (TeacherSamples), for the
+    dump: `peek(group, key)` reads the learner's opid/ metrics (None when absent)."""
+    out = {}
+    plan = ("on_plan_token_mean", "off_plan_token_mean", "off_plan_neg_frac", "on_plan_steps", "off_plan_steps")
+    keys = [(f"delta_{kind}", k) for kind in ("ep", "step") for k in plan]
+    keys += [("teacher_samples", k) for k in ("rows", "delta_token_mean", "on_plan_frac", "student_on_plan_frac")]
+    for group, k in keys:
+        try:  # peek's default does not cover a missing intermediate key (searchqa has no plan)
+            v = peek(group, k)
+        except KeyError:
+            v = None
+        if v is not None:
+            out[f"{group}/{k}"] = float(v)
+    return out
+
+
 def write_skill_dump(run_dir: os.PathLike | str, episodes, *, iteration: int, mode: str, w_ep: float,
                      w_step: float, teacher_diagnostics: dict | None = None) -> Path:
     """<run_dir>/opid_skills/iter_XXXXX.jsonl, one line per trajectory."""

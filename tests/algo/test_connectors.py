@@ -274,6 +274,22 @@ def test_skill_dump_round_trip_keeps_plan_and_teacher_diagnostics(setup, tmp_pat
         assert t["skills"]["episode_skill"] == ep.custom_data["opid"]["skills"]["episode_skill"]
 
 
+def test_teacher_diagnostics_read_what_the_learner_logged_and_skip_what_it_did_not():
+    """What the algorithm puts into each skill dump: the learner's Delta-by-plan and teacher-sample metrics; a group
+    the env never logs (searchqa has no plan) is left out, not an error."""
+    from ray.rllib.utils.metrics import LEARNER_RESULTS
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    from opid_rllib.report.skills import teacher_diagnostics
+
+    metrics = MetricsLogger()
+    metrics.log_value((LEARNER_RESULTS, "opid", "delta_ep", "on_plan_steps"), 3, window=1)
+    metrics.log_value((LEARNER_RESULTS, "opid", "delta_step", "off_plan_neg_frac"), 0.75, window=1)
+    peek = lambda *key: metrics.peek((LEARNER_RESULTS, "opid", *key), default=None)  # noqa: E731 (as OPID does)
+    assert teacher_diagnostics(peek) == {"delta_ep/on_plan_steps": 3.0, "delta_step/off_plan_neg_frac": 0.75}
+    assert teacher_diagnostics(lambda *key: MetricsLogger().peek(("x", *key), default=None)) == {}
+
+
 def test_shuffled_skills_control_on_real_rollouts(setup):
     """preset opid_shuffled: every trajectory is trained (and dumped) with the skills written for a
     trajectory of another task, never its own task's."""
