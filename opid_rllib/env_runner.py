@@ -162,11 +162,18 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
     # ---- the grouped rollout ------------------------------------------------------------
     def sample_groups(self, task_ids: Sequence[str], *, explore: bool = True, analyze: bool | None = None,
                       group_size: int | None = None, temperature: float | None = None,
-                      seed: int | None = None, skills: str = "none") -> list[SingleAgentEpisode]:
+                      seed: int | None = None, skills: str = "none",
+                      skill_routes: Sequence[Sequence[Any]] | None = None) -> list[SingleAgentEpisode]:
         """skills="oracle" plays with the skill teacher's prompt at every step (see `_oracle_pass`):
-        the skill-headroom evaluation. Training always plays plain prompts ("none")."""
+        the skill-headroom evaluation. Training always plays plain prompts ("none").
+        skill_routes (group_size 1, one per task id): step t of episode k plays from its plain prompt with
+        skill_routes[k][t]'s skills inserted (a `routing.SkillRoute`; none past its end), as OPID's re-score
+        inserts them: the self-teacher acting on the skills written for another play (eval/gap.py)."""
         if skills not in ("none", "oracle"):
             raise ValueError(f"skills={skills!r}: must be 'none' or 'oracle'")
+        if skill_routes is not None and (len(skill_routes) != len(task_ids) or (group_size or 1) != 1
+                                         or skills != "none"):
+            raise ValueError("skill_routes: one route list per task id, with group_size=1 and skills='none'")
         s = self.settings
         g = int(group_size or (s["group_size"] if explore else 1))
         analyze = (s["analyzer"] not in (None, "none")) if analyze is None else analyze
@@ -183,6 +190,7 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
             for c in range(g):
                 slot = self._reset_slot(len(slots), str(task_id), group_id, c, counts)
                 if slot is not None:
+                    slot["routes"] = None if skill_routes is None else list(skill_routes[k])
                     slots.append(slot)
         futures = {}
         gen_seed = seed
@@ -251,6 +259,11 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
                               history_length=s["history_length"])
         if s["skills_in_rollout_prompt"] and sl["task_id"] in self._skill_cache:
             prompt = insert_skills(prompt, episode_skill=self._skill_cache[sl["task_id"]])
+        t = len(sl["history"])
+        if sl.get("routes") and t < len(sl["routes"]):
+            r = sl["routes"][t]
+            if r.episode_skill is not None or r.step_skill is not None:
+                prompt = insert_skills(prompt, episode_skill=r.episode_skill, step_skill=r.step_skill)
         return prompt
 
     def _oracle_pass(self, live, prompts, gens, cut, temp, gen_seed, counts):

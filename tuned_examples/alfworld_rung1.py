@@ -103,6 +103,12 @@ def make_config(preset: str, model: str | os.PathLike, seed: int, **overrides):
 config = make_config("grpo", os.environ.get("OPID_MODEL", "tiny"), seed=0)
 
 
+def gap_setup(copies: int = 8) -> tuple:
+    """(config, task ids) for `opid-gap --example alfworld_rung1`: OPID's config on the base, each game `copies` times
+    at the training temperature."""
+    return make_config("opid", warm_start(), seed=0), [g for g in GAMES for _ in range(copies)]
+
+
 def evaluate(algo, seed: int, copies: int = EVAL_COPIES, skills: str = "none", temperature: float | None = None) -> dict:
     """Each game `copies` times at the eval temperature (or `temperature`), no analyzer; torch's RNG state is put back
     afterwards, so an evaluation never changes the training streams."""

@@ -90,27 +90,37 @@ def run(preset: str, model, seed: int, stop_iters: int = STOP_ITERS, log=print, 
     cfg = make_config(preset, model, seed, **overrides)
     if run_dir is not None:
         cfg.analyzer_settings(run_dir=str(run_dir))
+    kl_old = []
+    curve, reached, seconds = train_until_target(
+        cfg, f"[rung0] {preset} seed {seed}", stop_iters, log,
+        on_result=lambda r: kl_old.append(float(r["learners"]["default_policy"]["approx_kl_old"])))
+    # One optimizer step per iteration, taken after every row is scored: pi_theta = pi_old there, so the PPO ratio
+    # must be 1 (0.5 (log r)^2 ~ 0); a loop that feeds the loss wrong old log-probs shows here even if it learns.
+    return {"preset": preset, "seed": seed, "curve": curve, "iters_to_target": reached,
+            "max_approx_kl_old": max(kl_old), "seconds": seconds}
+
+
+def train_until_target(cfg, label: str, stop_iters: int, log=print, on_result=None, target: float = TARGET):
+    """Build `cfg`'s algorithm and train until the last WINDOW iterations' mean training success reaches `target` or
+    stop_iters; (curve, the iteration it was reached or None, seconds). on_result(result) sees every iteration."""
     algo = cfg.build_algo()
-    curve, kl_old, reached, t0 = [], [], None, time.perf_counter()
+    curve, reached, t0 = [], None, time.perf_counter()
     try:
         for it in range(1, stop_iters + 1):
             result = algo.train()
             curve.append(float(result["opid"]["success_rate"]))
-            kl_old.append(float(result["learners"]["default_policy"]["approx_kl_old"]))
+            if on_result is not None:
+                on_result(result)
             mean = sum(curve[-WINDOW:]) / len(curve[-WINDOW:])
             if log:
-                log(f"[rung0] {preset} seed {seed} iter {it}: success {curve[-1]:.3f} (last {WINDOW}: {mean:.3f}), "
+                log(f"{label} iter {it}: success {curve[-1]:.3f} (last {WINDOW}: {mean:.3f}), "
                     f"{time.perf_counter() - t0:.0f}s")
-            if len(curve) >= WINDOW and mean >= TARGET:
+            if len(curve) >= WINDOW and mean >= target:
                 reached = it
                 break
     finally:
         algo.stop()
-    # One optimizer step per iteration, taken after every row is scored: pi_theta = pi_old there, so the PPO ratio
-    # must be 1 (0.5 (log r)^2 ~ 0); a loop that feeds the loss wrong old log-probs shows here even if it learns.
-    return {"preset": preset, "seed": seed, "curve": curve, "iters_to_target": reached,
-            "max_approx_kl_old": max(kl_old),
-            "seconds": round(time.perf_counter() - t0, 1)}
+    return curve, reached, round(time.perf_counter() - t0, 1)
 
 
 def plot_curves(runs: list[dict], path: str) -> None:
@@ -166,16 +176,22 @@ def main(argv=None) -> int:
     command = "python tuned_examples/signpost_rung0.py " + " ".join(sys.argv[1:] if argv is None else argv)
     summary = {"target": TARGET, "window": WINDOW, "stop_iters": args.stop_iters, "env_config": ENV_CONFIG,
                "settings": SETTINGS, "command": command, "runs": runs, "passed": ok}
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
-        print(f"[rung0] wrote the curves to {args.json}")
-    if args.plot:
-        plot_curves(runs, args.plot)
+    report(summary, args.json, args.plot, "rung0")
+    return 0 if ok or not args.as_test else 1
+
+
+def report(summary: dict, json_path: str | None, plot_path: str | None, tag: str) -> None:
+    """Write the summary to `json_path`, draw its runs' curves to `plot_path`, print when each run reached the target."""
+    runs = summary["runs"]
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(summary, indent=1) + "\n")
+        print(f"[{tag}] wrote the curves to {json_path}")
+    if plot_path:
+        plot_curves(runs, plot_path)
     for r in runs:
         when = f"reached at iteration {r['iters_to_target']}" if r["iters_to_target"] else "NOT reached"
-        print(f"[rung0] {r['preset']} seed {r['seed']}: target {when} ({r['seconds']} s)")
-    return 0 if ok or not args.as_test else 1
+        print(f"[{tag}] {r['preset']} seed {r['seed']}: target {when} ({r['seconds']} s)")
 
 
 if __name__ == "__main__":

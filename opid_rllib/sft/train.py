@@ -101,12 +101,14 @@ def demo_loss(model, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence
     return total / max(1, n)
 
 
-def _lr_at(step: int, total: int, base: float, warmup: int, time_frac: float = 0.0) -> float:
-    """Linear warm-up, then cosine decay to 10% of `base`. With a time budget the decay follows
-    whichever is further along: the steps or the budget (`time_frac`), so a run cut by the budget
+def _lr_at(step: int, total: int, base: float, warmup: int, time_frac: float = 0.0, schedule: str = "cosine") -> float:
+    """Linear warm-up, then cosine decay to 10% of `base` ("constant": `base` after the warm-up). With a time budget
+    the decay follows whichever is further along: the steps or the budget (`time_frac`), so a run cut by the budget
     still ends at a low learning rate."""
     if warmup > 0 and step < warmup:
         return base * (step + 1) / warmup
+    if schedule == "constant":
+        return base
     frac = max((step - warmup) / max(1, total - warmup), float(time_frac))
     return base * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, frac))))
 
@@ -117,7 +119,7 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
               max_grad_norm: float = 1.0, max_tokens_per_micro: int = 8192, enable_thinking: bool = False,
               log_every: int = 0, time_budget_s: float | None = None, final_loss_samples: int = 32,
               resume: bool = True, progress_every_s: float = 10.0, dtype: str = "float32",
-              log: Callable[[str], None] | None = print) -> Path:
+              lr_schedule: str = "cosine", log: Callable[[str], None] | None = print) -> Path:
     """Behaviour cloning of `demos` into the model at `model_path`; writes a HF folder to `out_dir`
     (weights, tokenizer, generation config, and `sft_stats.json` with the loss curve).
 
@@ -131,6 +133,9 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
     model's loss on the first `final_loss_samples` demos (no dropout, no update) is recorded as
     `final_eval_loss`, so a reload of the folder can be checked against it.
 
+    lr_schedule: "cosine" (warm-up, then decay to 10 %) or "constant" (warm-up, then `lr`): a skill-copy stage
+    forms its copy after a plateau (bench/signpost_copy_probe.py), which a decaying rate can outlast.
+
     dtype "bfloat16": fp32 weights and AdamW state, forward and backward under bf16 autocast (the RL
     learner's mixed precision); the saved weights stay fp32. The speed-up needs bf16 matmuls in hardware
     (AVX512-BF16, AMX or a GPU): `python -m bench.dtype_speed` measures it on the machine at hand."""
@@ -142,7 +147,8 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
     if not demos:
         raise ValueError("train_sft: no demonstrations (did the expert win any episode?)")
     for key, val, ok in (("epochs", epochs, int(epochs) >= 1), ("batch_size", batch_size, int(batch_size) >= 1),
-                         ("lr", lr, float(lr) > 0), ("max_prompt_len", max_prompt_len, int(max_prompt_len) >= 16)):
+                         ("lr", lr, float(lr) > 0), ("max_prompt_len", max_prompt_len, int(max_prompt_len) >= 16),
+                         ("lr_schedule", lr_schedule, lr_schedule in ("cosine", "constant"))):
         if not ok:
             raise ValueError(f"{key}={val}: invalid (epochs/batch_size >= 1, lr > 0, max_prompt_len >= 16)")
     if dtype not in SFT_DTYPE_NAMES:
@@ -177,6 +183,7 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
                                  "batch_size": int(batch_size), "seed": int(seed), "weight_decay": float(weight_decay),
                                  "warmup_frac": float(warmup_frac), "max_grad_norm": float(max_grad_norm),
                                  "max_tokens_per_micro": int(max_tokens_per_micro),
+                                 **({} if lr_schedule == "cosine" else {"lr_schedule": lr_schedule}),
                                  **({} if dtype == "float32" else {"dtype": dtype})}, prompts, responses)
     if not resume:
         checkpoint.remove(out_dir)
@@ -204,7 +211,7 @@ def train_sft(model_path, demos: Sequence[Demo], out_dir, *, epochs: int, lr: fl
                 stopped_early = True
                 break
             time_frac = elapsed() / float(time_budget_s) if time_budget_s else 0.0
-            cur_lr = _lr_at(step, total_steps, float(lr), warmup, time_frac)
+            cur_lr = _lr_at(step, total_steps, float(lr), warmup, time_frac, lr_schedule)
             for g in opt.param_groups:
                 g["lr"] = cur_lr
             n_tok = sum(len(responses[i]) for i in batch)

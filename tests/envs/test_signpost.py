@@ -92,3 +92,45 @@ def test_prompt_has_both_skill_slots_and_no_door_list():
     assert "open blue door" not in p and obs in p
     s = insert_skills(p, episode_skill="EP", step_skill="ST")
     assert s.index("[EP]") < s.index(obs) < s.index("[ST]") < s.index("Now it's your turn")
+
+
+HOUSES = dict(signs="hidden", houses=True, wrong_door_leads_on=True, n_rooms=3)
+
+
+def test_hidden_houses_name_the_house_show_no_door_and_lock_nothing_in_place():
+    """The OPID learning test's setting (tuned_examples/signpost_skills.py): the house is named, no colour is shown,
+    a wrong door leads on and loses, so every episode has one step per room."""
+    env = envs.make("signpost", **HOUSES)
+    for tid in env.task_ids()[:10]:
+        obs, info = env.reset(options={"task_id": tid})
+        assert obs == f"House {tid.rsplit('-', 1)[1]}. Room 1 of 3." and not any(c in obs for c in COLOURS)
+        plan = list(info["expert_actions"])
+        assert len(plan) == 3 and info["task"] == "open the door of your house in every room"
+        won = _play(env, tid, [lambda i: i["expert_actions"][0]] * 3)
+        assert won[-1][3]["won"] and won[-1][1] == 10.0
+        wrong = [a for a in info["admissible_actions"] if a != plan[0]][0]
+        steps = _play(env, tid, [lambda i: wrong, lambda i: i["expert_actions"][0], lambda i: i["expert_actions"][0]])
+        assert [s[2] for s in steps[1:]] == [False, False, True]  # terminated only after the third room
+        assert "Room 2 of 3" in steps[1][0] and not steps[-1][3]["won"] and steps[-1][1] == 0.0
+        # after a wrong door the plan names the next rooms' doors, as for a right one
+        assert steps[1][3]["expert_actions"] == plan[1:]
+
+
+def test_same_door_opens_every_room_of_a_house_and_houses_differ():
+    env = envs.make("signpost", **HOUSES, same_door=True)
+    doors = set()
+    for tid in env.task_ids()[:12]:
+        _, info = env.reset(options={"task_id": tid})
+        assert len(set(info["expert_actions"])) == 1
+        doors.add(info["expert_actions"][0])
+    assert len(doors) > 1
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"houses": "yes"}, "houses='yes'"), ({"same_door": 1}, "same_door=1"), ({"signs": 1}, "signs=1"),
+    ({"wrong_door_leads_on": True, "signs": False}, "needs locked doors"),
+    ({"same_door": True, "fixed_sign": "red"}, "leave fixed_sign unset"),
+])
+def test_house_settings_name_the_field(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        envs.make("signpost", **kwargs)

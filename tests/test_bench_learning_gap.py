@@ -1,0 +1,48 @@
+"""bench/learning_gap.py's summary and the tuned example's curve measures, on hand-made runs."""
+
+import pytest
+
+from bench.learning_gap import summarize
+from tuned_examples.signpost_skills import curve_area, iters_ratio
+
+
+def test_curve_area_holds_the_last_window_after_an_early_stop():
+    assert curve_area([0.0, 0.5, 1.0], 3) == pytest.approx(50.0)
+    # stopped at iteration 3 of a 5-iteration budget: the last 3 iterations' mean (0.5) fills the rest
+    assert curve_area([0.0, 0.5, 1.0], 5) == pytest.approx(100 * (1.5 + 0.5 + 0.5) / 5)
+    assert curve_area([], 4) == 0.0
+
+
+def test_iters_ratio_counts_the_budget_for_a_run_that_never_reaches_the_target():
+    assert iters_ratio({"iters_to_target": 5}, {"iters_to_target": 10}, 20) == 0.5
+    assert iters_ratio({"iters_to_target": 5}, {"iters_to_target": None}, 20) == 0.25
+    assert iters_ratio({"iters_to_target": None}, {"iters_to_target": 10}, 20) == 2.0
+
+
+def _run(h, arm, seed, curve, reached=None):
+    return {"file": f"run-h{h:g}-{arm}-seed{seed}.json", "hint_share": h, "arm": arm, "seed": seed, "curve": curve,
+            "iters_to_target": reached}
+
+
+def test_summary_compares_each_arm_with_grpo_on_the_same_seed_and_builds_the_law():
+    items = [
+        {"file": "gap-h1.json", "hint_share": 1.0, "gap_points": 40.0},
+        {"file": "gap-h0.json", "hint_share": 0.0, "gap_points": -3.0},
+        _run(1.0, "grpo", 0, [0.0, 0.0, 0.0, 0.0]), _run(1.0, "grpo", 1, [0.0, 0.0, 0.5, 1.0]),
+        _run(1.0, "opid", 0, [0.0, 1.0, 1.0, 1.0], 4), _run(1.0, "opid", 1, [0.5, 1.0, 1.0], 3),
+        _run(1.0, "content_free", 0, [0.0, 0.0, 0.25, 0.25]),
+        _run(0.0, "grpo", 0, [0.0, 0.5, 0.5, 0.5]), _run(0.0, "opid", 0, [0.0, 0.25, 0.25, 0.25]),
+    ]
+    s = summarize(items, budget=4, rung1_gate={"base": "rung 1", "gap_points": -70, "opid_minus_grpo_auc": -5.3,
+                                              "per_seed": [-2.8, -10.1, -3.1]})
+    assert s["signpost_gap_points"] == 40.0 and s["seeds"] == [0, 1]
+    # GRPO never reaches the target (its budget, 4, counts); OPID at 4 and 3
+    assert s["signpost_opid_iters_ratio"] == [1.0, 0.75]
+    # seed 1: OPID stopped at 3 iterations, its last window (0.5, 1, 1) fills the budget
+    assert s["signpost_opid_auc_minus_grpo_per_seed"] == [75.0, round(100 * (2.5 + 2.5 / 3) / 4 - 37.5, 2)]
+    assert s["signpost_contentfree_auc_minus_grpo"] == 12.5  # seed 0 only: the arm did not run on seed 1
+    assert s["signpost_shuffled_auc_minus_grpo"] is None
+    law = {row["base"]: row for row in s["law"]}
+    assert law["signpost hint share 0"] == {"base": "signpost hint share 0", "gap_points": -3.0,
+                                            "opid_minus_grpo_auc": -18.75, "per_seed": [-18.75]}
+    assert law["rung 1"]["gap_points"] == -70
