@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -228,9 +229,14 @@ def _skill_stats(result) -> dict:
     skill, every other an episode skill): step skills on on-plan steps, episode skills on off-plan ones."""
     o = result.get("learners", {}).get("opid", {})
     step, ep = o.get("delta_step", {}), o.get("delta_ep", {})
-    out = {"step_off_plan": step.get("off_plan_token_mean"), "episode_on_plan": ep.get("on_plan_token_mean"),
-           "misrouted": int(step.get("on_plan_steps", 0) or 0) + int(ep.get("off_plan_steps", 0) or 0)}
-    return {k: (round(float(v), 4) if isinstance(v, float) else v) for k, v in out.items() if v is not None}
+
+    def finite(v):  # an iteration without such rows logs nothing (or NaN)
+        return float(v) if v is not None and math.isfinite(float(v)) else None
+
+    out = {"step_off_plan": finite(step.get("off_plan_token_mean")),
+           "episode_on_plan": finite(ep.get("on_plan_token_mean")),
+           "misrouted": int(finite(step.get("on_plan_steps")) or 0) + int(finite(ep.get("off_plan_steps")) or 0)}
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items() if v is not None}
 
 
 def _sampler_gap(result) -> float | None:
