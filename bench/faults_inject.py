@@ -112,7 +112,7 @@ class AuditAdvantages(ConnectorV2):
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kw):
         from ray.rllib.core import DEFAULT_MODULE_ID
 
-        from opid_rllib.connectors.common import log, policy_module
+        from opid_rllib.connectors.samples import log, policy_module
         from opid_rllib.prompts import insert_skills
 
         module = policy_module(rl_module)

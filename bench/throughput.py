@@ -202,7 +202,7 @@ def plain_update(model, ref_model, opt, data, *, mb, temperature, loss_kw, grad_
 def table_learner(args, algo) -> dict:
     import torch
 
-    from opid_rllib.connectors.common import policy_module
+    from opid_rllib.connectors.samples import policy_module
     from opid_rllib.token_logprobs import length_order
 
     cfg = algo.config

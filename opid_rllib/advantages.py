@@ -24,17 +24,6 @@ import numpy as np
 OUTCOME_MODES = ("mean_std", "mean")
 
 
-def discounted_returns(rewards: Sequence[float], gamma: float) -> np.ndarray:
-    """G_t = r_t + gamma * G_{t+1}, with G_T = 0 after the last step."""
-    rewards = np.asarray(rewards, dtype=np.float64)
-    returns = np.zeros_like(rewards)
-    running = 0.0
-    for t in reversed(range(len(rewards))):
-        running = rewards[t] + gamma * running
-        returns[t] = running
-    return returns
-
-
 def step_scores(
     episode_reward: float, action_valid: np.ndarray, invalid_action_penalty: float
 ) -> np.ndarray:
@@ -117,10 +106,6 @@ def teacher_delta(
     with np.errstate(invalid="ignore", over="ignore"):
         diff = logp_teacher - logp_old
     return np.where(active, diff, 0.0)
-
-
-# DESIGN.md names this function `teacher_advantage`; keep both names.
-teacher_advantage = teacher_delta
 
 
 def _normalize_teacher(delta: np.ndarray, active: np.ndarray, eps: float) -> np.ndarray:

@@ -13,7 +13,7 @@ import time
 from opid_rllib.cli import env_kwargs_arg, json_object_arg, key_value_args, warn_slow_dtype
 from opid_rllib.cli.run_log import jsonable_result, open_run_logs, print_outputs, ray_session_dir, write_tensorboard
 from opid_rllib.cli.train_parser import build_parser
-from opid_rllib.presets import CPU_TINY, apply_preset, model_default
+from opid_rllib.presets import CPU_TINY, apply_preset, apply_settings, model_default
 from opid_rllib.settings import EXPERIMENTAL_SETTINGS
 from opid_rllib.sweep_select import REPEAT_KEYS, grid_points, searched_keys, seed_trials
 
@@ -82,8 +82,8 @@ def apply_overrides(cfg, args):
         cfg.debugging(seed=args.seed)
     if getattr(args, "analyzer", None) is not None:
         cfg.analyzer_settings(analyzer=args.analyzer)
-    if getattr(args, "analyzer_option", None):
-        cfg.analyzer_settings(analyzer_config={**dict(cfg.analyzer_config or {}), **analyzer_options(args)})
+    if getattr(args, "analyzer_option", None):  # its research switches go to experimental(hindsight_options=)
+        apply_settings(cfg, analyzer_config={**dict(cfg.analyzer_config or {}), **analyzer_options(args)})
     if getattr(args, "env_kwargs", None):
         cfg.env_config.update(json_object_arg("--env-kwargs", args.env_kwargs))
     if getattr(args, "max_steps", None) is not None:

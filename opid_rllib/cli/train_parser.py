@@ -36,8 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     from envs import ENVS
     from opid_rllib.settings import ANALYZERS
     from opid_rllib.generation.registry import BACKENDS
-    from opid_rllib.groups import INVALID_ACTION_SOURCES
-    from opid_rllib.routing import ROUTING_MODES
+    from opid_rllib.prompts.skills import ROUTING_MODES
+    from opid_rllib.settings import INVALID_ACTION_SOURCES
     from opid_rllib.settings import DTYPE_NAMES
 
     p = _OneLineParser(prog="opid-train", description=DESCRIPTION, formatter_class=_Formatter)
