@@ -165,9 +165,7 @@ class OPIDConfig(AlgorithmConfig):
     def build_learner_connector(self, input_observation_space, input_action_space, device=None):
         from ray.rllib.connectors.learner import LearnerConnectorPipeline
 
-        from opid_rllib.connectors import opid_learner_connectors
-
-        return LearnerConnectorPipeline(connectors=opid_learner_connectors(self, device=device),
+        return LearnerConnectorPipeline(connectors=learner_connectors(self, device=device),
                                         input_observation_space=input_observation_space,
                                         input_action_space=input_action_space)
 
@@ -359,6 +357,15 @@ class OPID(Algorithm):
             self.env_runner_group.foreach_env_runner(lambda r: r.set_resume_state(runners.get(str(r.worker_index))))
         if self.learner_group.is_remote:
             self.learner_group.foreach_learner(lambda _: process_rng.restore(learners.get(str(_learner_rank()))))
+
+
+def learner_connectors(cfg, device=None) -> list:
+    """The learner connector pipeline for `cfg`: the paper's pieces (connectors/) with the research plug-ins it
+    switches on (experimental/; none for the paper's OPID and its baselines)."""
+    from opid_rllib.connectors import opid_learner_connectors
+    from opid_rllib.experimental import plugins
+
+    return opid_learner_connectors(cfg, device=device, plugins=plugins(cfg))
 
 
 def _wrong_builder(builder: str, key: str) -> str:

@@ -61,7 +61,6 @@ def config_errors(cfg) -> list[str]:
         ("opsd_loss_coeff", _num(cfg.opsd_loss_coeff) >= 0, ">= 0 (0 = off)"),
         ("clip_teacher_adv", cfg.clip_teacher_adv is None or _num(cfg.clip_teacher_adv) > 0, "> 0 or None (off)"),
         ("weight_decay", _num(cfg.weight_decay) >= 0, ">= 0"),
-        ("eval_batch_envs", _num(cfg.eval_batch_envs) >= 1, ">= 1 games played side by side"),
         ("progress_interval_s", _num(cfg.progress_interval_s) >= 0, ">= 0 seconds (0: no progress lines)"),
         ("torch_threads", cfg.torch_threads is None or _num(cfg.torch_threads) >= 1, "None (auto) or >= 1"),
         ("gamma", 0 <= _num(cfg.gamma) <= 1, "in [0, 1] (it discounts the analyzer prompt's returns only)"),

@@ -16,11 +16,11 @@ from opid_rllib.connectors.samples import SAMPLES, EpisodesToStepSamples, StepSa
 from opid_rllib.connectors.skill_prompts import SkillPrompts
 
 
-def opid_learner_connectors(cfg, device=None) -> list:
-    """Pieces for an OPIDConfig `cfg`; tensors for the loss are created on `device`."""
-    from opid_rllib.experimental import plugins
-
-    on = plugins(cfg)
+def opid_learner_connectors(cfg, device=None, plugins=()) -> list:
+    """Pieces for an OPIDConfig `cfg`; tensors for the loss are created on `device`. `plugins`: the research
+    plug-ins switched on (experimental.plugins(cfg); OPIDConfig.build_learner_connector passes them), so this
+    package never imports the research code."""
+    on = list(plugins)
     combine = CombineAdvantages
     mixins = tuple(p.combine_mixin for p in on if p.combine_mixin is not None)
     if mixins:  # each plug-in's part of the combination, over the paper's

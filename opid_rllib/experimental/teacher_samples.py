@@ -191,7 +191,9 @@ def loss_terms(cfg, logp, mask, batch, ref_logp, stats) -> torch.Tensor:
     The KL-to-reference diagnostic is re-taken over the rows the policy sampled alone (k3 estimates the KL only
     on pi_theta's own samples, and y_T was drawn from pi_old(. | x + skill))."""
     total = torch.zeros((), device=logp.device, dtype=logp.dtype)
-    rows = batch["teacher_rows"][:, None].to(logp.dtype)
+    rows = batch.get("teacher_rows")  # CombineAdvantages' column; a hand-made batch may leave it out (none)
+    rows = torch.zeros(len(logp), 1, dtype=logp.dtype, device=logp.device) if rows is None else \
+        rows[:, None].to(logp.dtype)
     if ref_logp is not None and cfg.kl_coeff:
         own = mask * (1.0 - rows)
         stats["kl_ref"], stats["kl_ref_tokens"] = (k3_kl(ref_logp, logp).detach() * own).sum(), own.sum()

@@ -7,7 +7,7 @@ import pytest
 
 from opid_rllib.connectors.outcome import outcome_advantages
 from opid_rllib.groups import shard_by_group
-from opid_rllib.connectors import opid_learner_connectors
+from opid_rllib.algorithm import learner_connectors
 from opid_rllib.connectors import SAMPLES
 from opid_rllib.env_runner import GroupedTextEnvRunner
 from opid_rllib.prompts import insert_skills
@@ -26,7 +26,7 @@ def setup():
 def run_pipeline(cfg, episodes, module, metrics=None):
     shared = {}
     batch = {}
-    for piece in opid_learner_connectors(cfg):
+    for piece in learner_connectors(cfg):
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
     return batch["default_policy"], shared[SAMPLES]
 
@@ -102,7 +102,7 @@ def test_a_cut_skill_prompt_falls_back_to_grpo_and_is_counted(setup):
     eps[0].custom_data["opid"]["skills"] = {"episode_skill": "stay on task " * limit, "step_skills": {},
                                             "error": None}
     shared, batch, metrics = {}, {}, _Metrics()
-    for piece in opid_learner_connectors(cfg):
+    for piece in learner_connectors(cfg):
         batch = piece(rl_module=module, batch=batch, episodes=eps, shared_data=shared, metrics=metrics)
     out, t = batch["default_policy"], shared[SAMPLES]
     k = len(eps[0])
@@ -152,7 +152,7 @@ def test_delta_statistics_are_logged_from_the_batch(setup):
     cfg, episodes, module = setup
     metrics = MetricsLogger()
     shared, batch = {}, {}
-    for piece in opid_learner_connectors(cfg):
+    for piece in learner_connectors(cfg):
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
     t, out = shared[SAMPLES], batch["default_policy"]
     mask = out["response_mask"].numpy() > 0
@@ -232,7 +232,7 @@ def test_skill_dump_follows_a_nonfinite_rescore(setup):
     from opid_rllib.prompts.skills import route_label
 
     cfg, episodes, module = setup
-    pieces = opid_learner_connectors(cfg)
+    pieces = learner_connectors(cfg)
     shared, batch, metrics = {}, {}, MetricsLogger()
     for piece in pieces[:-1]:
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=None)
@@ -254,7 +254,7 @@ def test_loss_batch_is_created_on_the_learner_device(setup):
 
     cfg, episodes, module = setup
     shared, batch = {}, {}
-    for piece in opid_learner_connectors(cfg, device="meta"):
+    for piece in learner_connectors(cfg, device="meta"):
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=None)
     out = batch["default_policy"]
     assert out and all(v.device == torch.device("meta") for v in out.values()), {k: v.device for k, v in out.items()}
@@ -288,7 +288,7 @@ def test_delta_by_plan_metrics_on_alfworld_rollouts():
     module = LLMRLModule(observation_space=text_space(), action_space=text_space(), model_config=cfg.model_config)
     metrics = MetricsLogger()
     shared, batch = {}, {}
-    for piece in opid_learner_connectors(cfg):
+    for piece in learner_connectors(cfg):
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
     t = shared[SAMPLES]
     want = [plan_match(a, ep.get_infos()[i]["expert_actions"]) for ep in episodes
@@ -410,7 +410,7 @@ def test_nonfinite_rescores_fall_back_and_are_counted(setup):
 
     cfg, episodes, module = setup
     cfg = copy.deepcopy(cfg).experimental(normalize_teacher_adv=True)
-    pieces = opid_learner_connectors(cfg)
+    pieces = learner_connectors(cfg)
     shared, batch = {}, {}
     for piece in pieces[:-1]:
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=None)
@@ -485,7 +485,7 @@ def test_sampler_learner_logp_gap_is_logged_when_old_logp_is_recomputed(setup, r
     cfg, episodes, module = setup
     cfg = copy.copy(cfg).training(recompute_old_logp=recompute)
     metrics, shared, batch = MetricsLogger(), {}, {}
-    for piece in opid_learner_connectors(cfg):
+    for piece in learner_connectors(cfg):
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
     t = shared[SAMPLES]
     if not recompute:

@@ -86,13 +86,13 @@ def test_presets_only_switch_plugins_on_through_experimental_settings(name):
 def test_the_paper_pipeline_builds_no_research_piece_column_or_tensor():
     """OPID as the paper writes it: no plug-in, no piece beyond the paper's five, and (tests/algo/test_connectors.py
     runs it) no research column in the table or tensor in the batch."""
-    from opid_rllib.connectors import opid_learner_connectors
+    from opid_rllib.algorithm import learner_connectors
     from opid_rllib.connectors.combine import CombineAdvantages
 
     for name in ("opid", "grpo", "no_step_skill", "additive", "opsd"):
         cfg = apply_preset(OPIDConfig(), name)
         assert plugins(cfg) == []
-        pieces = opid_learner_connectors(cfg)
+        pieces = learner_connectors(cfg)
         assert [type(p).__name__ for p in pieces] == ["OutcomeAdvantage", "EpisodesToStepSamples", "SkillPrompts",
                                                       "RescoreWithOldPolicy", "CombineAdvantages"]
         assert type(pieces[-1]) is CombineAdvantages

@@ -9,7 +9,8 @@ import ray
 import torch
 
 from opid_rllib.advantages import plan_match
-from opid_rllib.connectors import SAMPLES, opid_learner_connectors
+from opid_rllib.algorithm import learner_connectors
+from opid_rllib.connectors import SAMPLES
 from opid_rllib.experimental.teacher_samples import ANCHOR, SAMPLE_DELTA, TeacherSamples
 from opid_rllib.generation.hf import HFBackend
 from opid_rllib.losses import ppo_token_loss
@@ -42,7 +43,7 @@ def run(cfg, episodes, module, seed=0, **over):
     cfg = apply_settings(copy.deepcopy(cfg), **over)
     shared, batch, metrics = {}, {}, _Metrics()
     torch.manual_seed(seed)
-    for piece in opid_learner_connectors(cfg):
+    for piece in learner_connectors(cfg):
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
     return batch["default_policy"], shared[SAMPLES], metrics.values
 

@@ -151,7 +151,8 @@ def test_analyzer_options_reach_the_config():
     p = build_parser()
     cfg = config_from_args(p.parse_args(["--analyzer-option", "on_plan_step_skills=3",
                                          "--analyzer-option", "timeout_s=2.5", "--analyzer-option", "model=m-1"]))
-    assert cfg.analyzer_config == {"on_plan_step_skills": 3, "timeout_s": 2.5, "model": "m-1"}
+    assert cfg.analyzer_config == {"timeout_s": 2.5, "model": "m-1"}
+    assert cfg.hindsight_options == {"on_plan_step_skills": 3}  # a research switch: through experimental()
     # a tuned example (the weight sweep) takes it on top of its own config
     import runpy
 
@@ -159,7 +160,7 @@ def test_analyzer_options_reach_the_config():
 
     sweep = runpy.run_path(str(ROOT / "tuned_examples" / "alfworld_opid_weight_sweep.py"), run_name="x")["config"]
     sweep = apply_overrides(sweep, p.parse_args(["--analyzer-option", "on_plan_step_skills=2"]))
-    assert sweep.analyzer_config["on_plan_step_skills"] == 2
+    assert sweep.hindsight_options["on_plan_step_skills"] == 2
 
 
 def test_env_kwargs_and_normalize_teacher_adv_reach_the_config():
