@@ -167,3 +167,22 @@ def test_teacher_anchor_rows_get_only_their_kl_to_the_reference():
                                                    for r, lp, m in zip(REF, LOGP, MASK)])
     with pytest.raises(ValueError, match="teacher_anchor_coeff > 0 needs log pi_ref"):
         research_loss(logp, two(OLD), two(ADV), two(MASK), research=on, **cols)
+
+
+def test_failed_only_analyses_only_the_trajectories_that_did_not_win():
+    """experimental(failed_only=True): the reference's option, hooked where the runner hands a finished trajectory to
+    the analyzer; off (the paper's scripts) every trajectory is analysed."""
+    from types import SimpleNamespace
+
+    from opid_rllib.env_runner import GroupedTextEnvRunner
+    from tests.algo.helpers import tiny_config
+
+    def slot(won):
+        return {"episode": SimpleNamespace(custom_data={"opid": {"won": won}})}
+
+    for failed_only, want in ((True, [False, True]), (False, [True, True])):
+        r = GroupedTextEnvRunner(config=tiny_config().experimental(failed_only=failed_only))
+        try:
+            assert [r._should_analyze(slot(won)) for won in (True, False)] == want
+        finally:
+            r.stop()
