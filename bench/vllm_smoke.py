@@ -56,7 +56,7 @@ def _throughput(backend, prompts, max_new_tokens, repeats):
 
 
 def _agreement(backend, model, prompts, max_new_tokens, temperature) -> dict:
-    """vLLM's log-probs of its own samples against transformers' on the same tokens (token_logprobs.logp_gap)."""
+    """vLLM's log-probs of its own samples against transformers' on the same tokens (connectors.rescore.logp_gap)."""
     import torch
 
     from opid_rllib.connectors.rescore import logp_gap

@@ -146,7 +146,7 @@ def combine_advantages(
         active tokens for normalisation. If None, q_i is inferred as "row i has any non-zero Delta".
     outcome_weight=0 gives the pure OPSD-style (teacher-only) signal.
     delta_sample / w_sample: Delta^T on rows whose response the skill teacher sampled (0 elsewhere;
-        connectors/teacher_samples.py). Clipped like the others, never normalised: its sign is the
+        experimental/teacher_samples.py). Clipped like the others, never normalised: its sign is the
         signal (the teacher's own samples are mostly more likely under the teacher, Delta^T > 0).
 
     Returns (adv [N, L], stats) with stats over response tokens of the WEIGHTED components:

@@ -100,7 +100,7 @@ def config_errors(cfg) -> list[str]:
             err = (f"{research[0]} is a research switch; set it with OPIDConfig().experimental(hindsight_options="
                    f"{{{research[0]!r}: ...}})")
         elif cfg.hindsight_options and cfg.analyzer != "hindsight":
-            err = f"hindsight_options={cfg.hindsight_options!r}: only for analyzer='hindsight'"
+            err = f"hindsight_options={cfg.hindsight_options!r}: only for analyzer='hindsight' (or 'none')"
         else:  # building one is offline and cheap (no request is sent): it checks the keys and the values
             # The key is read where the analyzer runs (an env runner), so a placeholder stands in for it here.
             no_key = {} if cfg.analyzer == "hindsight" else {"api_key": "placeholder-for-validation"}
@@ -110,6 +110,10 @@ def config_errors(cfg) -> list[str]:
                 err = str(e)
         if err:
             errors.append(f"analyzer_config: {err}")
+    unknown = sorted(set(cfg.hindsight_options or {}) - set(HINDSIGHT_RESEARCH_OPTIONS)) \
+        if isinstance(cfg.hindsight_options, dict) else []
+    if unknown:
+        errors.append(f"hindsight_options: unknown switch {unknown[0]!r}; use {HINDSIGHT_RESEARCH_OPTIONS}")
     if isinstance(cfg.analyzer_config, dict) and cfg.analyzer_config.get("api_key"):
         errors.append("analyzer_config['api_key']: do not put keys in the config (RLlib and Tune write it to "
                       "checkpoints, params.json and results); export OPENAI_API_KEY, or name another "
@@ -127,11 +131,9 @@ def config_errors(cfg) -> list[str]:
 
 
 def analyzer_research_kwargs(cfg) -> dict:
-    """The hindsight analyzer's research switches (experimental(hindsight_options=...)) as constructor arguments."""
-    unknown = sorted(set(cfg.hindsight_options or {}) - set(HINDSIGHT_RESEARCH_OPTIONS))
-    if unknown:
-        raise ValueError(f"hindsight_options: unknown switch {unknown[0]!r}; one of {HINDSIGHT_RESEARCH_OPTIONS}")
-    return dict(cfg.hindsight_options or {})
+    """The hindsight analyzer's known research switches (experimental(hindsight_options=...)), to build it with."""
+    options = cfg.hindsight_options if isinstance(cfg.hindsight_options, dict) else {}
+    return {k: v for k, v in options.items() if k in HINDSIGHT_RESEARCH_OPTIONS}
 
 
 def _backend_kwargs_errors(cfg) -> list[str]:
