@@ -383,7 +383,8 @@ def pop_trained_routes(learner_results) -> dict[str, list]:
     routes: dict[str, list] = {}
     for result in learner_results if isinstance(learner_results, list) else [learner_results]:
         stats = result.get(TRAINED_ROUTES[0], {}).pop(TRAINED_ROUTES[1], None)
-        for item in (stats.peek() if hasattr(stats, "peek") else stats) or []:
+        items = stats.peek() if hasattr(stats, "peek") else stats
+        for item in items if isinstance(items, list) else []:  # RLlib's empty series peeks as NaN
             routes.update(item)
     return routes
 
