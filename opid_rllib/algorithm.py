@@ -32,7 +32,7 @@ from ray.rllib.utils.metrics import (
 from opid_rllib import process_rng
 from opid_rllib.progress import iteration_heartbeat
 from opid_rllib.quiet import silence_ray_notices
-from opid_rllib.connectors.combine import TRAINED_ROUTES
+from opid_rllib.connectors.combine import pop_trained_routes
 from opid_rllib.groups import log_rollout_metrics, shard_by_group
 # ANALYZERS is re-exported for callers that take the algorithm's names from here.
 from opid_rllib.settings import ANALYZERS, EXPERIMENTAL_SETTINGS, OPID_DEFAULTS, RLLIB_TRAINING_KEYS  # noqa: F401
@@ -375,18 +375,6 @@ def _wrong_builder(builder: str, key: str) -> str:
                 f".analyzer_settings() (research settings: {', '.join(sorted(EXPERIMENTAL_SETTINGS))})")
     return (f"{builder}({key}=...): not in the paper; set it with OPIDConfig().experimental({key}=...) "
             f"({EXPERIMENTAL_SETTINGS[key]})")
-
-
-def pop_trained_routes(learner_results) -> dict[str, list]:
-    """{traj_id: route label per step} as the learners trained them (CombineAdvantages logs them), taken out of
-    the results so that they reach the skill dumps, not result.json."""
-    routes: dict[str, list] = {}
-    for result in learner_results if isinstance(learner_results, list) else [learner_results]:
-        stats = result.get(TRAINED_ROUTES[0], {}).pop(TRAINED_ROUTES[1], None)
-        items = stats.peek() if hasattr(stats, "peek") else stats
-        for item in items if isinstance(items, list) else []:  # RLlib's empty series peeks as NaN
-            routes.update(item)
-    return routes
 
 
 def _learner_rank() -> int:

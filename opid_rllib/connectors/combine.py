@@ -116,3 +116,15 @@ class CombineAdvantages(ConnectorV2):
             for k, v in delta_by_plan(d, mask, q, on_plan).items():
                 if np.isfinite(v):
                     log(metrics, f"delta_{key}/{k}", v)
+
+
+def pop_trained_routes(learner_results) -> dict[str, list]:
+    """{traj_id: route label per step} as the learners trained them (`_log_routes`), taken out of the learners'
+    results (OPID.training_step) so that they reach the skill dumps, not result.json."""
+    routes: dict[str, list] = {}
+    for result in learner_results if isinstance(learner_results, list) else [learner_results]:
+        stats = result.get(TRAINED_ROUTES[0], {}).pop(TRAINED_ROUTES[1], None)
+        items = stats.peek() if hasattr(stats, "peek") else stats
+        for item in items if isinstance(items, list) else []:  # RLlib's empty series peeks as NaN
+            routes.update(item)
+    return routes

@@ -35,7 +35,7 @@ def trained_routes(cfg, episodes, module) -> dict:
     """{traj_id: labels} as the pipeline reports them to the driver (OPID.training_step's pop_trained_routes)."""
     from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
-    from opid_rllib.algorithm import pop_trained_routes
+    from opid_rllib.connectors.combine import pop_trained_routes
 
     metrics = MetricsLogger()
     run_pipeline(cfg, episodes, module, metrics)
@@ -228,7 +228,7 @@ def test_skill_dump_follows_a_nonfinite_rescore(setup):
     """A routed row whose re-score is NaN trains without its skill term, and the routes reported say so."""
     from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
-    from opid_rllib.algorithm import pop_trained_routes
+    from opid_rllib.connectors.combine import pop_trained_routes
     from opid_rllib.prompts.skills import route_label
 
     cfg, episodes, module = setup
