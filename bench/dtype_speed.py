@@ -6,7 +6,7 @@ is the tiny model's forward (and backward) over ALFWorld prompts of ~500 tokens,
 (AVX512-BF16, AMX) speed up where the CPU has them (docs/STUDIES.md's table: 0.58-0.75x on an AVX512-BF16 EPYC); on a
 CPU without them, run this before choosing bf16. Measured:
 - sft: `train_sft` for one epoch on the same demos (fp32 weights and AdamW; bf16 autocast), seconds and final loss;
-- rl: RL iterations of a studies/learning.py variant from the same model and seed (learner: fp32 masters under
+- rl: RL iterations of a preset (the studies' sizes) from the same model and seed (learner: fp32 masters under
   autocast; sampler: bf16 weights): median iteration wall, sampling and learner seconds, training success;
 - play: the first N games of a panel (`opid-eval`'s evaluate, bf16 weights): rollout seconds and wins.
 
@@ -54,14 +54,18 @@ def sft_once(model: str, demos, dtype: str, args) -> dict:
 
 
 def rl_once(model: str, dtype: str, args) -> dict:
-    from studies.study_job import study_config  # the config a study trains a variant with
+    from opid_rllib.algorithm import OPIDConfig
+    from opid_rllib.presets import CPU_TINY, apply_preset
 
     # the studies' sizes (studies/opid_vs_grpo_study.sh): 4 tasks x 4 copies, lr 3e-4, 32 step-samples per step
-    study = argparse.Namespace(env_config=args.env_config, max_steps=args.max_steps, tasks_per_iter=4,
-                               group_size=4, history_length=args.history_length, max_prompt_len=args.max_prompt_len,
-                               max_new_tokens=48, lr=3e-4, minibatch_size=32, dtype=dtype)
+    sizes = dict(CPU_TINY, llm_model=model, max_steps=args.max_steps, tasks_per_iter=4, group_size=4,
+                 history_length=args.history_length, max_prompt_len=args.max_prompt_len, max_new_tokens=48, lr=3e-4,
+                 minibatch_size=32, dtype=dtype)
     with tempfile.TemporaryDirectory() as run_dir:
-        algo = study_config(model, args.rl_variant, 0, study, run_dir).build_algo()
+        cfg = OPIDConfig().environment("alfworld", env_config={**args.env_config, "split": "train",
+                                                                "max_steps": args.max_steps})
+        cfg = apply_preset(cfg, args.rl_variant, **sizes).debugging(seed=0)
+        algo = cfg.analyzer_settings(run_dir=run_dir).build_algo()
         iters = []
         try:
             for _ in range(int(args.rl_iters)):
@@ -94,7 +98,7 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", default="sft,rl,play")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--sft-tasks", type=int, default=20, help="sweep-demonstrator games cloned for one epoch")
-    ap.add_argument("--rl-variant", default="grpo", help="a studies/learning.py --variants entry")
+    ap.add_argument("--rl-variant", default="grpo", help="a preset (opid_rllib/presets.py)")
     ap.add_argument("--rl-iters", type=int, default=2)
     ap.add_argument("--max-steps", type=int, default=15, help="training episode cap (the studies' 15)")
     ap.add_argument("--panel", default="alfworld/valid_unseen@v1")

@@ -49,6 +49,7 @@ from bench.faults_inject import (
     API_KEY, AUDIT, CRASH_ENV_ID, ENV_FAULTS, INJECT, PENALTY, W, AuditedOPIDConfig, FaultySearchQA,
     MixedFormatRunner, ScheduledFakeServer, _ENV_RNG, _INJECT_RNG, fault_schedule)
 from bench.faults_report import metric, print_report, verdicts, _audit_sum
+from opid_rllib.presets import apply_settings
 from bench.faults_resume import part_resume, resume_child, train_child
 
 
@@ -60,7 +61,7 @@ def make_config(env, args, **overrides):
                     invalid_action_penalty=PENALTY)
     settings.update(overrides)
     cfg = AuditedOPIDConfig().environment(env, env_config={"max_steps": args.max_steps})
-    cfg._set(**settings)
+    apply_settings(cfg, **settings)
     cfg.lr = 1e-5
     return cfg.debugging(seed=args.seed)
 

@@ -112,7 +112,7 @@ class AuditAdvantages(ConnectorV2):
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kw):
         from ray.rllib.core import DEFAULT_MODULE_ID
 
-        from opid_rllib.connectors.common import log, policy_module
+        from opid_rllib.connectors.samples import log, policy_module
         from opid_rllib.prompts import insert_skills
 
         module = policy_module(rl_module)
@@ -138,7 +138,9 @@ class AuditAdvantages(ConnectorV2):
             stats[g] = (0.0, 1.0) if len(s) == 1 else (s.mean(), s.std(ddof=1))
         gaps = []
         i = 0
-        for ep, meta, valid, score in rows:
+        from opid_rllib.connectors.outcome import OUTCOME_ADV
+
+        for (ep, meta, valid, score), pipe_adv in zip(rows, shared_data[OUTCOME_ADV]):
             mu, sd = stats[meta["group_id"]]
             a_out = (score - mu) / (sd + EPS)
             skills = meta.get("skills")
@@ -158,8 +160,8 @@ class AuditAdvantages(ConnectorV2):
                 n = int(rlen[k])
                 adv = adv_all[i]
                 a["samples"] += 1
-                a["outcome_adv_max_err"] = max(a["outcome_adv_max_err"], abs(float(meta["outcome_adv"][k]) - a_out[k]))
-                want_out = np.float32(meta["outcome_adv"][k])
+                a["outcome_adv_max_err"] = max(a["outcome_adv_max_err"], abs(float(pipe_adv[k]) - a_out[k]))
+                want_out = np.float32(pipe_adv[k])
                 if not ok:
                     a["fallback_samples"] += 1
                     a["fallback_nonzero_outcome"] += int(abs(float(want_out)) > 1e-3)  # check is not 0 == 0

@@ -120,13 +120,11 @@ def train_child(train_argv: list[str]) -> int:
     """The trainer that gets SIGKILLed: opid-train's config and its --no-tune loop (cli/train.py)."""
     import ray
 
-    import opid_rllib
     from opid_rllib.cli.train import build_parser, config_from_args
 
     args = build_parser().parse_args(train_argv)
     cfg = config_from_args(args)
     ray.init(num_cpus=args.num_cpus or None, include_dashboard=False, ignore_reinit_error=True)
-    opid_rllib.register()
     algo = cfg.build_algo()
     while algo.iteration < args.stop_iters:
         t0 = time.time()
@@ -146,13 +144,11 @@ def resume_child(ckpt: str, train_argv: list[str]) -> int:
     import torch
 
     import envs
-    import opid_rllib
     from opid_rllib.cli.train import build_parser, config_from_args
 
     args = build_parser().parse_args(train_argv)
     cfg = config_from_args(args)
     ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
-    opid_rllib.register()
     out = {}
     algo = cfg.build_algo()
     t = time.perf_counter()

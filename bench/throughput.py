@@ -152,17 +152,15 @@ def table_phases(args, algos) -> dict:
 # ---- table 2 ---------------------------------------------------------------------------
 def learner_batch(algo, seed: int = 123):
     """Sample episodes with the algo's own runner and run the learner connector pipeline on them."""
-    from opid_rllib.groups import attach_outcome_advantages
-    from opid_rllib.connectors import opid_learner_connectors
+    from opid_rllib.algorithm import learner_connectors
 
     cfg = algo.config
     learner = algo.learner_group._learner
     runner = algo.env_runner_group.local_env_runner
     tasks = algo._train_task_ids[: cfg.tasks_per_iter]
     episodes = runner.sample_groups(tasks, seed=seed)
-    attach_outcome_advantages(episodes, cfg.invalid_action_penalty, cfg.outcome_adv_norm)
     batch, shared = {}, {}
-    for piece in opid_learner_connectors(cfg):
+    for piece in learner_connectors(cfg):
         batch = piece(rl_module=learner.module, batch=batch, episodes=episodes, shared_data=shared, metrics=None)
     return batch["default_policy"]
 
@@ -191,8 +189,7 @@ def plain_update(model, ref_model, opt, data, *, mb, temperature, loss_kw, grad_
                 ref_logp, _ = response_logprobs(ref_model, sub["prompt_ids"], sub["prompt_len"],
                                                 sub["response_ids"], sub["response_len"], temperature=temperature)
         loss_sum, _ = ppo_token_loss(logp, sub["old_logp"], sub["advantages"], sub["response_mask"],
-                                     entropy=ent, ref_logp=ref_logp, teacher_delta=sub.get("teacher_delta"),
-                                     **loss_kw)
+                                     entropy=ent, ref_logp=ref_logp, **loss_kw)
         (loss_sum / n_tok).backward()
     if grad_clip:
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
@@ -202,7 +199,7 @@ def plain_update(model, ref_model, opt, data, *, mb, temperature, loss_kw, grad_
 def table_learner(args, algo) -> dict:
     import torch
 
-    from opid_rllib.connectors.common import policy_module
+    from opid_rllib.connectors.samples import policy_module
     from opid_rllib.token_logprobs import length_order
 
     cfg = algo.config

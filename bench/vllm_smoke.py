@@ -56,10 +56,11 @@ def _throughput(backend, prompts, max_new_tokens, repeats):
 
 
 def _agreement(backend, model, prompts, max_new_tokens, temperature) -> dict:
-    """vLLM's log-probs of its own samples against transformers' on the same tokens (token_logprobs.logp_gap)."""
+    """vLLM's log-probs of its own samples against transformers' on the same tokens (connectors.rescore.logp_gap)."""
     import torch
 
-    from opid_rllib.token_logprobs import logp_gap, pack, response_logprobs
+    from opid_rllib.connectors.rescore import logp_gap
+    from opid_rllib.token_logprobs import pack, response_logprobs
 
     gens = backend.generate(prompts, temperature=temperature, max_new_tokens=max_new_tokens, seed=7)
     b = pack(prompts, [g.token_ids for g in gens], pad_id=0)

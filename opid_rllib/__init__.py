@@ -79,15 +79,4 @@ def __getattr__(name):  # lazy: importing the package must not import Ray/torch
     raise AttributeError(name)
 
 
-def register() -> None:
-    """Register the "OPID" trainable with Tune's registry of the current Ray session now.
-
-    Not needed for `tune.Tuner("OPID", ...)` (Tune finds it through RLlib's registry); kept for
-    code that reads Tune's registry directly.
-    """
-    from opid_rllib import algorithm
-
-    algorithm._register_with_tune()
-
-
-__all__ = ["OPID", "OPIDConfig", "register"]
+__all__ = ["OPID", "OPIDConfig"]

@@ -24,17 +24,6 @@ import numpy as np
 OUTCOME_MODES = ("mean_std", "mean")
 
 
-def discounted_returns(rewards: Sequence[float], gamma: float) -> np.ndarray:
-    """G_t = r_t + gamma * G_{t+1}, with G_T = 0 after the last step."""
-    rewards = np.asarray(rewards, dtype=np.float64)
-    returns = np.zeros_like(rewards)
-    running = 0.0
-    for t in reversed(range(len(rewards))):
-        running = rewards[t] + gamma * running
-        returns[t] = running
-    return returns
-
-
 def step_scores(
     episode_reward: float, action_valid: np.ndarray, invalid_action_penalty: float
 ) -> np.ndarray:
@@ -119,10 +108,6 @@ def teacher_delta(
     return np.where(active, diff, 0.0)
 
 
-# DESIGN.md names this function `teacher_advantage`; keep both names.
-teacher_advantage = teacher_delta
-
-
 def _normalize_teacher(delta: np.ndarray, active: np.ndarray, eps: float) -> np.ndarray:
     """z-score Delta over the batch's active tokens (m * q on); inactive tokens stay 0.
 
@@ -161,7 +146,7 @@ def combine_advantages(
         active tokens for normalisation. If None, q_i is inferred as "row i has any non-zero Delta".
     outcome_weight=0 gives the pure OPSD-style (teacher-only) signal.
     delta_sample / w_sample: Delta^T on rows whose response the skill teacher sampled (0 elsewhere;
-        connectors/teacher_samples.py). Clipped like the others, never normalised: its sign is the
+        experimental/teacher_samples.py). Clipped like the others, never normalised: its sign is the
         signal (the teacher's own samples are mostly more likely under the teacher, Delta^T > 0).
 
     Returns (adv [N, L], stats) with stats over response tokens of the WEIGHTED components:

@@ -3,16 +3,14 @@
 training_step (mirrors RLlib's PPO):
   1. sample `tasks_per_iter` tasks; every env runner plays its share as groups of
      `group_size` copies (analysis runs inside the runners, overlapped with the rollout);
-  2. outcome (GRPO) advantage per group on the driver: group statistics must be computed before
-     the batch is sharded over learners;
-  3. learner update (the connector pipeline adds skills, re-scores, combines advantages);
-  4. weight sync to the env runners; metrics and skill dumps.
+  2. learner update on whole groups per learner (the connector pipeline: outcome advantage, step samples,
+     skill prompts, re-scoring, combined advantage; connectors/);
+  3. weight sync to the env runners; metrics and skill dumps (the routes the learner trained).
 """
 
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 import numpy as np
@@ -34,8 +32,8 @@ from ray.rllib.utils.metrics import (
 from opid_rllib import process_rng
 from opid_rllib.progress import iteration_heartbeat
 from opid_rllib.quiet import silence_ray_notices
-from opid_rllib.groups import (attach_outcome_advantages, content_free_skills, log_rollout_metrics, shard_by_group,
-                               shuffle_skills_across_tasks)
+from opid_rllib.connectors.combine import pop_trained_routes
+from opid_rllib.groups import log_rollout_metrics, shard_by_group
 # ANALYZERS is re-exported for callers that take the algorithm's names from here.
 from opid_rllib.settings import ANALYZERS, EXPERIMENTAL_SETTINGS, OPID_DEFAULTS, RLLIB_TRAINING_KEYS  # noqa: F401
 
@@ -69,35 +67,35 @@ class OPIDConfig(AlgorithmConfig):
         self.env_runner_cls = GroupedTextEnvRunner
 
     # ---- builder methods ----------------------------------------------------------------
-    def _set(self, **kw) -> "OPIDConfig":
+    # The paper's settings go through .training(), .llm(), .analyzer_settings() and .evaluation() (any of them takes
+    # any of OPID_DEFAULTS' names); research settings (settings.EXPERIMENTAL_SETTINGS) only through .experimental().
+    def _set(self, builder: str, kw: dict) -> "OPIDConfig":
         for k, v in kw.items():
             if v is NotProvided:
                 continue
             if k not in OPID_DEFAULTS and k not in RLLIB_TRAINING_KEYS:
-                raise TypeError(f"unknown OPID setting {k!r}")
+                raise TypeError(f"{builder}({k}=...): unknown OPID setting; see opid_rllib/settings.py")
+            if (k in EXPERIMENTAL_SETTINGS) != (builder == "experimental"):
+                raise TypeError(_wrong_builder(builder, k))
             setattr(self, k, v)
         return self
 
     def training(self, **kw) -> "OPIDConfig":
-        fenced = sorted(k for k in kw if k in EXPERIMENTAL_SETTINGS)
-        if fenced:
-            raise TypeError(f"{fenced[0]}: not in the paper; set it with OPIDConfig().experimental({fenced[0]}=...) "
-                            f"({EXPERIMENTAL_SETTINGS[fenced[0]]})")
-        ours = {k: kw.pop(k) for k in list(kw) if k in OPID_DEFAULTS}
+        """RLlib's training settings (lr, minibatch_size, num_epochs, grad_clip, gamma, ...) and OPID's (the loss,
+        the advantage, groups)."""
+        ours = {k: kw.pop(k) for k in list(kw) if k in OPID_DEFAULTS or k in EXPERIMENTAL_SETTINGS}
+        self._set("training", ours)  # first: a research setting is refused before anything is set
         super().training(**kw)
-        return self._set(**ours)
+        return self
 
     def experimental(self, **kw) -> "OPIDConfig":
-        """Settings not in the paper (settings.EXPERIMENTAL_SETTINGS): research extensions and controls."""
-        other = sorted(k for k in kw if k not in EXPERIMENTAL_SETTINGS)
-        if other:
-            raise TypeError(f"experimental({other[0]}=...): not an experimental setting; choose from "
-                            f"{sorted(EXPERIMENTAL_SETTINGS)} (the paper's settings go in .training() or .llm())")
-        return self._set(**kw)
+        """Settings not in the paper (settings.EXPERIMENTAL_SETTINGS): research plug-ins and controls
+        (opid_rllib/experimental/)."""
+        return self._set("experimental", kw)
 
     def llm(self, **kw) -> "OPIDConfig":
-        """Model and rollout settings: model, dtype, generation_backend, max_new_tokens, ..."""
-        return self._set(**kw)
+        """Model and rollout settings: llm_model, dtype, generation_backend, max_new_tokens, temperature, ..."""
+        return self._set("llm", kw)
 
     def evaluation(self, *, eval_panel=NotProvided, eval_task_ids=NotProvided, eval_seed=NotProvided,
                    eval_batch_envs=NotProvided, eval_fresh_seeds=NotProvided, eval_final_iteration=NotProvided,
@@ -105,9 +103,9 @@ class OPIDConfig(AlgorithmConfig):
         """RLlib's evaluation settings (evaluation_interval, evaluation_duration in episodes,
         evaluation_num_env_runners, evaluation_parallel_to_training, ...) plus what to play (evaluation.py)."""
         super().evaluation(**kw)
-        return self._set(eval_panel=eval_panel, eval_task_ids=eval_task_ids, eval_seed=eval_seed,
-                         eval_batch_envs=eval_batch_envs, eval_fresh_seeds=eval_fresh_seeds,
-                         eval_final_iteration=eval_final_iteration)
+        return self._set("evaluation", dict(eval_panel=eval_panel, eval_task_ids=eval_task_ids, eval_seed=eval_seed,
+                                            eval_batch_envs=eval_batch_envs, eval_fresh_seeds=eval_fresh_seeds,
+                                            eval_final_iteration=eval_final_iteration))
 
     def get_evaluation_config_object(self):
         eval_cfg = super().get_evaluation_config_object()
@@ -119,7 +117,14 @@ class OPIDConfig(AlgorithmConfig):
 
     def analyzer_settings(self, **kw) -> "OPIDConfig":
         """analyzer (hindsight|openai|none), analyzer_config, analyzer_num_workers, ..."""
-        return self._set(**kw)
+        return self._set("analyzer_settings", kw)
+
+    def get_state(self) -> dict:
+        """RLlib's state drops every value equal to its DEPRECATED_VALUE (-1), so build_algo's copy of a config would
+        turn e.g. entropy_coeff=-1 back into the default instead of refusing it: OPID's settings are kept as set."""
+        state = super().get_state()
+        state.update({k: getattr(self, k) for k in OPID_DEFAULTS if k not in state})
+        return state
 
     # ---- validation ---------------------------------------------------------------------
     def validate(self) -> None:
@@ -160,16 +165,14 @@ class OPIDConfig(AlgorithmConfig):
     def build_learner_connector(self, input_observation_space, input_action_space, device=None):
         from ray.rllib.connectors.learner import LearnerConnectorPipeline
 
-        from opid_rllib.connectors import opid_learner_connectors
-
-        return LearnerConnectorPipeline(connectors=opid_learner_connectors(self, device=device),
+        return LearnerConnectorPipeline(connectors=learner_connectors(self, device=device),
                                         input_observation_space=input_observation_space,
                                         input_action_space=input_action_space)
 
     def opid_runner_settings(self) -> dict[str, Any]:
         keys = ("group_size", "tasks_per_iter", "temperature", "eval_temperature", "history_length", "max_steps",
                 "max_new_tokens", "analyzer", "analyzer_config", "analyzer_num_workers", "max_step_skills_per_traj",
-                "failed_only", "skills_in_rollout_prompt", "gamma")
+                "failed_only", "hindsight_options", "skills_in_rollout_prompt", "gamma")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -200,13 +203,10 @@ class OPID(Algorithm):
                 raise ValueError(f"train_task_ids: {len(unknown)} not among env {cfg.env!r}'s tasks "
                                  f"(split {dict(cfg.env_config).get('split', 'train')!r}), e.g. {unknown[0]!r}")
             ids = list(cfg.train_task_ids)
-        elif cfg.train_task_fraction < 1.0:  # the paper's sample-efficiency study: a fixed subset
-            keep = max(1, int(round(len(ids) * cfg.train_task_fraction)))
-            ids = sorted(rng.choice(ids, size=keep, replace=False).tolist())
         self._train_task_ids = ids
         self._task_rng = rng
 
-    def _tokenizer(self):
+    def policy_tokenizer(self):
         """The policy's tokenizer on the driver (the content-free control counts skill tokens with it)."""
         if getattr(self, "_driver_tokenizer", None) is None:
             from transformers import AutoTokenizer
@@ -223,13 +223,10 @@ class OPID(Algorithm):
             return self.config.run_dir
         storage = getattr(self, "_storage", None)
         if storage is not None:
-            try:
-                import pyarrow.fs
+            import pyarrow.fs
 
-                if isinstance(storage.storage_filesystem, pyarrow.fs.LocalFileSystem):
-                    return storage.trial_fs_path
-            except Exception:
-                pass
+            if isinstance(storage.storage_filesystem, pyarrow.fs.LocalFileSystem):
+                return storage.trial_fs_path
         return self.logdir
 
     # ---- the training step --------------------------------------------------------------
@@ -249,29 +246,24 @@ class OPID(Algorithm):
         if not episodes:
             return
         beat.phase("learner update (re-scoring, then the policy update)")
-        t0 = time.perf_counter()
-        self._attach_outcome_advantages(episodes)
-        if cfg.shuffle_skills:
-            missing = shuffle_skills_across_tasks(episodes, seed=self.iteration + 1)
-            self.metrics.log_value(("opid", "shuffled_without_donor"), missing, window=1)
-        if cfg.content_free_skills:
-            n = content_free_skills(episodes, self._tokenizer())
-            self.metrics.log_value(("opid", "content_free_trajectories"), n, window=1)
+        if cfg.shuffle_skills or cfg.content_free_skills:  # the skill controls' one hook (experimental/controls.py)
+            from opid_rllib.experimental.controls import apply_controls
+
+            apply_controls(self, episodes)
         log_rollout_metrics(self.metrics, episodes)
-        self.metrics.log_value(("opid", "timers", "outcome_adv_s"), time.perf_counter() - t0, window=1)
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
             learner_results = self.learner_group.update(
                 training_data=self._training_data(episodes),
                 timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
                     (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)},
                 num_epochs=cfg.num_epochs)
+            trained_routes = pop_trained_routes(learner_results)
             self.metrics.aggregate(learner_results, key=LEARNER_RESULTS)
         beat.phase("weight sync")
         with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
             self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group,
                                                inference_only=True)
-        if cfg.dump_skills:
-            self._dump_skills(episodes)
+        self._dump_skills(episodes, trained_routes)
 
     # ---- validation (evaluation.py) ------------------------------------------------------
     def evaluate(self, parallel_train_future=None) -> dict:
@@ -314,25 +306,18 @@ class OPID(Algorithm):
         metrics = group.foreach_env_runner(lambda r: r.get_metrics(), local_env_runner=False)
         return [e for eps in results for e in eps], metrics
 
-    def _attach_outcome_advantages(self, episodes) -> None:
-        attach_outcome_advantages(episodes, self.config.invalid_action_penalty, self.config.outcome_adv_norm,
-                                  self.config.invalid_action_source)
-
     def _training_data(self, episodes) -> TrainingData:
         n = max(1, self.config.num_learners)
         if n == 1:
             return TrainingData(episodes=episodes)
         return TrainingData(episodes_refs=[ray.put(s) for s in shard_by_group(episodes, n)])
 
-    def _dump_skills(self, episodes) -> None:
+    def _dump_skills(self, episodes, trained_routes: dict) -> None:
         from opid_rllib.report.skills import teacher_diagnostics, write_skill_dump
 
-        cfg = self.config
         peek = lambda *key: self.metrics.peek((LEARNER_RESULTS, "opid", *key), default=None)  # noqa: E731
-        diagnostics = teacher_diagnostics(peek)
-        write_skill_dump(self._run_dir(), episodes, iteration=self.iteration + 1, mode=cfg.skill_routing,
-                         w_ep=cfg.episode_skill_adv_weight, w_step=cfg.step_skill_adv_weight,
-                         teacher_diagnostics=diagnostics)
+        write_skill_dump(self._run_dir(), episodes, iteration=self.iteration + 1, routes=trained_routes,
+                         teacher_diagnostics=teacher_diagnostics(peek))
 
     # ---- checkpoint: the task stream and every process's generators, so a resume goes on where it stopped ----
     def get_state(self, components=None, *, not_components=None, **kwargs):
@@ -372,6 +357,24 @@ class OPID(Algorithm):
             self.env_runner_group.foreach_env_runner(lambda r: r.set_resume_state(runners.get(str(r.worker_index))))
         if self.learner_group.is_remote:
             self.learner_group.foreach_learner(lambda _: process_rng.restore(learners.get(str(_learner_rank()))))
+
+
+def learner_connectors(cfg, device=None) -> list:
+    """The learner connector pipeline for `cfg`: the paper's pieces (connectors/) with the research plug-ins it
+    switches on (experimental/; none for the paper's OPID and its baselines)."""
+    from opid_rllib.connectors import opid_learner_connectors
+    from opid_rllib.experimental import plugins
+
+    return opid_learner_connectors(cfg, device=device, plugins=plugins(cfg))
+
+
+def _wrong_builder(builder: str, key: str) -> str:
+    """The one-line pointer for a setting given to the wrong builder."""
+    if builder == "experimental":
+        return (f"experimental({key}=...): not an experimental setting; set it with .training(), .llm() or "
+                f".analyzer_settings() (research settings: {', '.join(sorted(EXPERIMENTAL_SETTINGS))})")
+    return (f"{builder}({key}=...): not in the paper; set it with OPIDConfig().experimental({key}=...) "
+            f"({EXPERIMENTAL_SETTINGS[key]})")
 
 
 def _learner_rank() -> int:

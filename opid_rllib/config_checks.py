@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from opid_rllib.advantages import OUTCOME_MODES
 from opid_rllib.analyzer.registry import ANALYZER_CHOICES
-from opid_rllib.connectors.teacher_samples import TEACHER_SAMPLE_ROWS
 from opid_rllib.generation.registry import BACKENDS
-from opid_rllib.groups import INVALID_ACTION_SOURCES
-from opid_rllib.routing import ROUTING_MODES
-from opid_rllib.settings import ANALYZERS, OPID_DEFAULTS
+from opid_rllib.prompts.skills import ROUTING_MODES
+from opid_rllib.settings import (ANALYZERS, HINDSIGHT_RESEARCH_OPTIONS, INVALID_ACTION_SOURCES, OPID_DEFAULTS,
+                                 TEACHER_SAMPLE_ROWS)
+
+# What the HF sampler takes in backend_kwargs (generation/hf.py); vLLM's are checked where it starts.
+HF_BACKEND_KWARGS = ("max_batch_size", "stop")
 
 
 def _num(value) -> float:
@@ -41,10 +43,27 @@ def config_errors(cfg) -> list[str]:
         ("analyzer", cfg.analyzer in ANALYZERS, f"one of {ANALYZERS}"),
         ("group_size", isinstance(cfg.group_size, int) and cfg.group_size >= 1, "an int >= 1 (8 in the paper)"),
         ("tasks_per_iter", isinstance(cfg.tasks_per_iter, int) and cfg.tasks_per_iter >= 1, "an int >= 1"),
-        ("train_task_fraction", 0 < _num(cfg.train_task_fraction) <= 1, "in (0, 1]"),
         ("train_task_ids", cfg.train_task_ids is None or (isinstance(cfg.train_task_ids, list) and cfg.train_task_ids
                                                           and all(isinstance(t, str) for t in cfg.train_task_ids)),
          "None (every task of the env) or a non-empty list of task id strings"),
+        ("temperature", _num(cfg.temperature) > 0,
+         "> 0 (the learner's log-probs divide the logits by it: 0, greedy sampling, is not a policy to train)"),
+        ("eval_temperature", _num(cfg.eval_temperature) >= 0, ">= 0 (0: greedy evaluation)"),
+        ("top_p", 0 < _num(cfg.top_p) <= 1, "in (0, 1] (1: no nucleus cut)"),
+        ("history_length", _num(cfg.history_length) >= 0, ">= 0 past (observation, action) pairs in the prompt"),
+        ("max_steps", _num(cfg.max_steps) >= 1, ">= 1 env steps per episode"),
+        ("analyzer_num_workers", _num(cfg.analyzer_num_workers) >= 1, ">= 1 analysis threads per env runner"),
+        ("score_micro_batch_size", _num(cfg.score_micro_batch_size) >= 1, ">= 1 rows per no-grad scoring pass"),
+        ("kl_coeff", _num(cfg.kl_coeff) >= 0, ">= 0 (0: no KL penalty, and no reference model)"),
+        ("entropy_coeff", _num(cfg.entropy_coeff) >= 0, ">= 0 (0: no entropy bonus)"),
+        ("invalid_action_penalty", _num(cfg.invalid_action_penalty) >= 0, ">= 0 (0: no penalty)"),
+        ("outcome_adv_weight", _num(cfg.outcome_adv_weight) >= 0, ">= 0 (0: the OPSD baseline, no outcome term)"),
+        ("opsd_loss_coeff", _num(cfg.opsd_loss_coeff) >= 0, ">= 0 (0 = off)"),
+        ("clip_teacher_adv", cfg.clip_teacher_adv is None or _num(cfg.clip_teacher_adv) > 0, "> 0 or None (off)"),
+        ("weight_decay", _num(cfg.weight_decay) >= 0, ">= 0"),
+        ("progress_interval_s", _num(cfg.progress_interval_s) >= 0, ">= 0 seconds (0: no progress lines)"),
+        ("torch_threads", cfg.torch_threads is None or _num(cfg.torch_threads) >= 1, "None (auto) or >= 1"),
+        ("gamma", 0 <= _num(cfg.gamma) <= 1, "in [0, 1] (it discounts the analyzer prompt's returns only)"),
         ("episode_skill_adv_weight", _num(cfg.episode_skill_adv_weight) >= 0, ">= 0"),
         ("step_skill_adv_weight", _num(cfg.step_skill_adv_weight) >= 0, ">= 0"),
         ("teacher_sample_adv_weight", _num(cfg.teacher_sample_adv_weight) >= 0, ">= 0 (0 = off)"),
@@ -74,26 +93,34 @@ def config_errors(cfg) -> list[str]:
         from opid_rllib.analyzer.registry import make_analyzer
 
         err = None
+        research = sorted(set(cfg.analyzer_config) & set(HINDSIGHT_RESEARCH_OPTIONS))
         if "max_step_skills" in cfg.analyzer_config:
             err = "max_step_skills is set by max_step_skills_per_traj; remove it from analyzer_config"
+        elif research:
+            err = (f"{research[0]} is a research switch; set it with OPIDConfig().experimental(hindsight_options="
+                   f"{{{research[0]!r}: ...}})")
+        elif cfg.hindsight_options and cfg.analyzer != "hindsight":
+            err = f"hindsight_options={cfg.hindsight_options!r}: only for analyzer='hindsight' (or 'none')"
         else:  # building one is offline and cheap (no request is sent): it checks the keys and the values
             # The key is read where the analyzer runs (an env runner), so a placeholder stands in for it here.
             no_key = {} if cfg.analyzer == "hindsight" else {"api_key": "placeholder-for-validation"}
             try:
-                make_analyzer(cfg.analyzer, **{**cfg.analyzer_config, **no_key})
+                make_analyzer(cfg.analyzer, **{**cfg.analyzer_config, **analyzer_research_kwargs(cfg), **no_key})
             except ValueError as e:
                 err = str(e)
         if err:
             errors.append(f"analyzer_config: {err}")
+    unknown = sorted(set(cfg.hindsight_options or {}) - set(HINDSIGHT_RESEARCH_OPTIONS)) \
+        if isinstance(cfg.hindsight_options, dict) else []
+    if unknown:
+        errors.append(f"hindsight_options: unknown switch {unknown[0]!r}; use {HINDSIGHT_RESEARCH_OPTIONS}")
     if isinstance(cfg.analyzer_config, dict) and cfg.analyzer_config.get("api_key"):
         errors.append("analyzer_config['api_key']: do not put keys in the config (RLlib and Tune write it to "
                       "checkpoints, params.json and results); export OPENAI_API_KEY, or name another "
                       "variable with analyzer_config['api_key_env']")
     if cfg.shuffle_skills is True and cfg.content_free_skills is True:
         errors.append("content_free_skills=True: shuffle_skills=True is the other control; set one of them")
-    if cfg.train_task_ids is not None and cfg.train_task_fraction < 1.0:
-        errors.append(f"train_task_fraction={cfg.train_task_fraction}: train_task_ids already names the tasks; "
-                      "leave train_task_fraction at 1.0")
+    errors += _backend_kwargs_errors(cfg)
     from opid_rllib.evaluation import evaluation_errors
 
     errors += evaluation_errors(cfg)
@@ -101,6 +128,20 @@ def config_errors(cfg) -> list[str]:
         errors.append(f"tasks_per_iter={cfg.tasks_per_iter}: must be >= num_learners={cfg.num_learners} "
                       "(groups are never split across learners)")
     return errors
+
+
+def analyzer_research_kwargs(cfg) -> dict:
+    """The hindsight analyzer's known research switches (experimental(hindsight_options=...)), to build it with."""
+    options = cfg.hindsight_options if isinstance(cfg.hindsight_options, dict) else {}
+    return {k: v for k, v in options.items() if k in HINDSIGHT_RESEARCH_OPTIONS}
+
+
+def _backend_kwargs_errors(cfg) -> list[str]:
+    """A typo or a vLLM-only key in backend_kwargs used to be dropped silently by the HF sampler."""
+    if cfg.generation_backend != "hf" or not isinstance(cfg.backend_kwargs, dict):
+        return []
+    return [f"backend_kwargs[{k!r}]: the hf backend takes only {HF_BACKEND_KWARGS}; remove it (or set "
+            "generation_backend='vllm' for vLLM's options)" for k in sorted(set(cfg.backend_kwargs) - set(HF_BACKEND_KWARGS))]
 
 
 def _teacher_sample_errors(cfg) -> list[str]:

@@ -36,7 +36,7 @@ from ray.rllib.utils.metrics import (
 import envs as envs_pkg
 from envs.base import text_space
 from opid_rllib import process_rng, progress
-from opid_rllib.advantages import discounted_returns
+from opid_rllib.analyzer.base import discounted_returns
 from opid_rllib.prompts import build_prompt, insert_skills, project_action
 from opid_rllib.prompts.admissible import is_inadmissible
 
@@ -87,11 +87,13 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         assert self.module is not None, "GroupedTextEnvRunner has no RLModule"
 
     def sample(self, *, task_ids: Sequence[str] | None = None, explore: bool = True, **kwargs):
-        """RLlib entry point; OPID calls `sample_groups` with the iteration's task ids."""
+        """RLlib entry point (OPID itself calls `sample_groups` with the iteration's task ids): `tasks_per_iter` tasks
+        drawn afresh on every call from this runner's own task stream, seeded once."""
         if task_ids is None:
             ids = self._make_env(0).task_ids()
-            rng = np.random.default_rng(self._seed)
-            task_ids = [ids[int(i)] for i in rng.integers(len(ids), size=self.settings["tasks_per_iter"])]
+            if getattr(self, "_sample_rng", None) is None:
+                self._sample_rng = np.random.default_rng(self._seed)
+            task_ids = [ids[int(i)] for i in self._sample_rng.integers(len(ids), size=self.settings["tasks_per_iter"])]
         return self.sample_groups(task_ids, explore=explore)
 
     def resume_state(self) -> dict:
@@ -155,7 +157,7 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
             from opid_rllib.analyzer import AnalyzerPool, make_analyzer
 
             analyzer = make_analyzer(s["analyzer"], max_step_skills=s["max_step_skills_per_traj"],
-                                     **dict(s["analyzer_config"]))
+                                     **dict(s["analyzer_config"]), **dict(s["hindsight_options"] or {}))
             self._analyzer_pool = AnalyzerPool(analyzer, num_workers=s["analyzer_num_workers"])
         return self._analyzer_pool
 
@@ -270,11 +272,12 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         """Insert, at every step, the step skill naming the env's expert next action in the hindsight
         analyzer's wording for the response just sampled (analyzer.oracle.oracle_step_skill), then
         sample again from the skill prompt and play that: the teacher OPID distils toward, acting.
-        analyzer_config's quote_sampled (default True) picks the wording, as it does the analyzer's."""
+        The hindsight analyzer's quote_sampled (default True) picks the wording, as it does the analyzer's."""
         from opid_rllib.analyzer.base import StepRecord
         from opid_rllib.analyzer.oracle import oracle_step_skill
 
-        quote = bool(dict(self.settings["analyzer_config"] or {}).get("quote_sampled", True))
+        options = {**dict(self.settings["analyzer_config"] or {}), **dict(self.settings["hindsight_options"] or {})}
+        quote = bool(options.get("quote_sampled", True))
         new_prompts = []
         for sl, prompt, gen in zip(live, prompts, gens):
             plan = sl["info"].get("expert_actions")

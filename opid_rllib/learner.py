@@ -19,10 +19,11 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
 from opid_rllib import progress
-from opid_rllib.connectors.common import policy_module
+from opid_rllib.connectors.samples import policy_module
 from opid_rllib.grad_sync import all_reduce_mean
 from opid_rllib.losses import ppo_token_loss
 from opid_rllib.rl_module import DTYPES
+from opid_rllib.settings import default
 from opid_rllib.token_logprobs import length_order, response_logprobs
 
 
@@ -47,33 +48,52 @@ def minibatch_rows(n: int, k: int, anchor: torch.Tensor | None = None, device=No
     return [rows[slice(*next(edges))] if len(c) else rows[:0] for c in chunks]
 
 
-def student_tokens(batch) -> torch.Tensor:
-    """The token-mean's denominator: response tokens of every row but the teacher anchor's (x + skill, y_T), so
-    turning the anchor on leaves the step size of every other term as it was."""
+def student_mask(batch) -> torch.Tensor:
+    """The response tokens of every row but the teacher anchor's (x + skill, y_T; experimental/teacher_samples.py),
+    which only its own term trains."""
     mask = batch["response_mask"]
     anchor = batch.get("anchor_rows")
-    if anchor is not None:
-        mask = mask * (1.0 - anchor[:, None].to(mask.dtype))
-    return mask.sum().clamp(min=1.0)
+    return mask if anchor is None else mask * (1.0 - anchor[:, None].to(mask.dtype))
+
+
+def student_tokens(batch) -> torch.Tensor:
+    """The token-mean's denominator: the student's tokens (`student_mask`), so turning the teacher anchor on leaves
+    the step size of every other term as it was."""
+    return student_mask(batch).sum().clamp(min=1.0)
+
+
+def loss_sum(cfg, loss_terms, batch, fwd_out, ref_logp):
+    """(sum over tokens of the loss, diagnostics): the paper's loss (losses.py) on the student's tokens, plus each
+    research plug-in's terms (`loss_terms`, experimental.plugins(cfg); none when they are off)."""
+    mask = student_mask(batch)
+    loss, stats = ppo_token_loss(
+        fwd_out["logp"], batch["old_logp"], batch["advantages"], mask, entropy=fwd_out.get("entropy"),
+        ref_logp=ref_logp, clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
+        dual_clip_c=cfg.dual_clip_c, kl_coeff=cfg.kl_coeff, entropy_coeff=cfg.entropy_coeff)
+    for terms in loss_terms:
+        loss = loss + terms(cfg, fwd_out["logp"], mask, batch, ref_logp, stats)
+    return loss, {k: v.detach() for k, v in stats.items()}
 
 
 class OPIDTorchLearner(TorchLearner):
     def build(self) -> None:
         super().build()
+        from opid_rllib.experimental import plugins
+
         self._ref_model = None
         mc = self.config.model_config  # resolved once: reading it resolves the model path
-        self._temperature = float(mc.get("temperature", 1.0))
+        self._temperature = float(mc.get("temperature", default("temperature")))
+        on = plugins(self.config)
+        self._loss_terms = [p.loss_terms for p in on if p.loss_terms is not None]  # research terms, when on
+        # pi_ref is scored for the KL penalty, and for a plug-in that reads it (the teacher anchor).
+        self._needs_ref = self.config.kl_coeff > 0 or any(p.needs_ref(self.config) for p in on)
         # LoRA: the reference is the same model with its adapters disabled (no second copy).
         self._ref_is_base = bool(mc.get("lora"))
-        if self._needs_ref() and not self._ref_is_base:
+        if self._needs_ref and not self._ref_is_base:
             from opid_rllib.models.resolve import load_model
 
-            self._ref_model = load_model(mc["model_path"], DTYPES[mc.get("dtype", "float32")])
+            self._ref_model = load_model(mc["model_path"], DTYPES[mc.get("dtype", default("dtype"))])
             self._ref_model.to(self._device).eval().requires_grad_(False)
-
-    def _needs_ref(self) -> bool:
-        """pi_ref is scored for the KL penalty and for the teacher anchor."""
-        return self.config.kl_coeff > 0 or self.config.teacher_anchor_coeff > 0
 
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         module = self._module[module_id]
@@ -83,25 +103,17 @@ class OPIDTorchLearner(TorchLearner):
                                 lr_or_lr_schedule=self.config.lr)
 
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
-        loss_sum, _ = self._loss_sum(batch, fwd_out)
-        return loss_sum / student_tokens(batch)
+        """RLlib's abstract hook, never reached: `_uncompiled_update` micro-batches and accumulates the loss itself."""
+        raise NotImplementedError("OPIDTorchLearner computes its loss in _uncompiled_update (micro-batched)")
 
     def _loss_sum(self, batch, fwd_out):
-        cfg = self.config
-        ref_logp = self._ref_logp(batch)
-        return ppo_token_loss(
-            fwd_out["logp"], batch["old_logp"], batch["advantages"], batch["response_mask"],
-            entropy=fwd_out["entropy"], ref_logp=ref_logp, teacher_delta=batch.get("teacher_delta"),
-            teacher_rows=batch.get("teacher_rows"), teacher_sft_coeff=cfg.teacher_sample_sft_coeff,
-            anchor_rows=batch.get("anchor_rows"), anchor_coeff=cfg.teacher_anchor_coeff,
-            clip_low=cfg.clip_ratio_low, clip_high=cfg.clip_ratio_high, dual_clip_c=cfg.dual_clip_c,
-            kl_coeff=cfg.kl_coeff, entropy_coeff=cfg.entropy_coeff, opsd_coeff=cfg.opsd_loss_coeff)
+        return loss_sum(self.config, self._loss_terms, batch, fwd_out, self._ref_logp(batch))
 
     def _ref_logp(self, batch):
         """log pi_ref on the responses, or None where no term uses it: the KL penalty reads every row, the teacher
         anchor only its own, so at kl_coeff = 0 a micro-batch without anchor rows skips the forward."""
         anchor = batch.get("anchor_rows")
-        if not (self.config.kl_coeff > 0 or (anchor is not None and bool(anchor.any()))):
+        if not (self.config.kl_coeff > 0 or (self._needs_ref and anchor is not None and bool(anchor.any()))):
             return None
         args = (batch["prompt_ids"], batch["prompt_len"], batch["response_ids"], batch["response_len"])
         if self._ref_is_base:  # LoRA: the base is the same model with its adapters disabled

@@ -52,12 +52,25 @@ def model_default(model: str, key: str, fallback=None):
     return MODEL_DEFAULTS.get(str(model).strip(), {}).get(key, fallback)
 
 
+def apply_settings(cfg, **settings):
+    """Settings by name through the public builders: research ones (settings.EXPERIMENTAL_SETTINGS) through
+    .experimental(), every other through .training() (which takes RLlib's training settings and every OPID one).
+    The hindsight analyzer's research switches given in analyzer_config go to experimental(hindsight_options=...),
+    so a recipe's flat settings dict (and opid-train's --analyzer-option) keeps working."""
+    from opid_rllib.settings import EXPERIMENTAL_SETTINGS, HINDSIGHT_RESEARCH_OPTIONS
+
+    research = {k: settings.pop(k) for k in list(settings) if k in EXPERIMENTAL_SETTINGS}
+    options = settings.get("analyzer_config")
+    if isinstance(options, dict) and set(options) & set(HINDSIGHT_RESEARCH_OPTIONS):
+        settings["analyzer_config"] = {k: v for k, v in options.items() if k not in HINDSIGHT_RESEARCH_OPTIONS}
+        research["hindsight_options"] = {**dict(cfg.hindsight_options or {}), **research.get("hindsight_options", {}),
+                                         **{k: v for k, v in options.items() if k in HINDSIGHT_RESEARCH_OPTIONS}}
+    cfg.training(**settings)
+    return cfg.experimental(**research) if research else cfg
+
+
 def apply_preset(cfg, name: str, **overrides):
+    """The preset's settings, then `overrides`, on `cfg` (public builders only)."""
     if name not in PRESETS:
         raise ValueError(f"preset={name!r}: unknown; choose one of {sorted(PRESETS)}")
-    settings = dict(PRESETS[name], **overrides)
-    lr = settings.pop("lr", None)
-    cfg._set(**settings)
-    if lr is not None:
-        cfg.lr = lr
-    return cfg
+    return apply_settings(cfg, **dict(PRESETS[name], **overrides))

@@ -29,8 +29,8 @@ from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 from opid_rllib import progress
 from opid_rllib.generation.base import Generation
 from opid_rllib.quiet import apply_torch_threads, silence_ray_notices
-from opid_rllib.settings import DTYPE_NAMES
-from opid_rllib.token_logprobs import length_order, pack, response_logprobs  # noqa: F401  (re-exported)
+from opid_rllib.settings import DTYPE_NAMES, default
+from opid_rllib.token_logprobs import length_order, pack, response_logprobs
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 silence_ray_notices()  # RLlib's RLModule.__init__ warns about its own deprecated RLModuleConfig (quiet.py)
@@ -80,7 +80,7 @@ class LLMRLModule(TorchRLModule):
         from opid_rllib.prompts.chat import encode_prompts
 
         cfg = self.model_config
-        return encode_prompts(self.tokenizer, user_texts, int(cfg.get("max_prompt_len", 2048)),
+        return encode_prompts(self.tokenizer, user_texts, int(cfg.get("max_prompt_len", default("max_prompt_len"))),
                               enable_thinking=bool(cfg.get("enable_thinking", False)))
 
     # ---- generation (env runner side) ----------------------------------------------------
@@ -109,16 +109,15 @@ class LLMRLModule(TorchRLModule):
         return self.backend.generate(
             prompt_ids,
             temperature=cfg.get("temperature", 1.0) if temperature is None else temperature,
-            max_new_tokens=int(cfg.get("max_new_tokens", 64) if max_new_tokens is None else max_new_tokens),
+            max_new_tokens=int(cfg.get("max_new_tokens", default("max_new_tokens")) if max_new_tokens is None
+                               else max_new_tokens),
             top_p=cfg.get("top_p", 1.0) if top_p is None else top_p, seed=seed)
 
-    def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        """Inference/exploration: batch["prompt_texts"] (user texts) -> sampled responses."""
-        ids, _ = self.encode_prompts(list(batch["prompt_texts"]))
-        gens = self.generate(ids)
-        return {"generations": gens, "actions": [g.text for g in gens]}
-
     # ---- training side ------------------------------------------------------------------
+    def batch_arrays(self, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]]) -> dict:
+        """The layout `_forward_train` and `score` read: prompts left-padded, responses right-padded, lengths."""
+        return pack(prompt_ids, response_ids, self.pad_id)
+
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
@@ -150,7 +149,7 @@ class LLMRLModule(TorchRLModule):
         order), so a batch pads to its neighbours' length, not to the longest prompt of the step.
         """
         model = model if model is not None else self.model
-        mb = int(micro_batch_size or self.model_config.get("score_micro_batch_size", 8))
+        mb = int(micro_batch_size or self.model_config.get("score_micro_batch_size", default("score_micro_batch_size")))
         order = length_order([len(p) for p in prompt_ids], [len(r) for r in response_ids]).tolist()
         was_training = model.training
         model.eval()

@@ -31,9 +31,9 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     # LoRA adapters (peft): None, or {"r": 16, "alpha": 32, "target_modules": [...], "dropout": 0.0}.
     "lora": (None, dict),
     # groups
-    "group_size": (8, int), "tasks_per_iter": (16, int), "train_task_fraction": (1.0, float),
-    # An explicit list of the env's task ids to train on (None: all of them, or train_task_fraction of them);
-    # the learning gate trains on a fixed set of games.
+    "group_size": (8, int), "tasks_per_iter": (16, int),
+    # An explicit list of the env's task ids to train on (None: all of them); the learning gate trains on a fixed
+    # set of games.
     "train_task_ids": (None, list),
     # advantage
     "outcome_adv_norm": ("mean_std", str), "outcome_adv_weight": (1.0, float),
@@ -43,25 +43,28 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     "invalid_action_source": ("format", str),
     "episode_skill_adv_weight": (0.001, float), "step_skill_adv_weight": (0.001, float),
     "skill_routing": ("critical_first", str),
-    "normalize_teacher_adv": (False, bool), "clip_teacher_adv": (None, float),
-    # None = auto: recompute log pi_old on the learner only when the sampler is not our own HF
-    # forward (vLLM kernels differ); HF sampling log-probs equal the learner's within 1e-4 (tested).
+    # None = auto (connectors.recompute_old_logp): recompute log pi_old on the learner whenever the sampler may hold
+    # other weights or kernels (vLLM, or a bf16/fp16 sampler against fp32 masters), and log the gap; a float32 HF
+    # sampler's log-probs equal the learner's within 1e-4 (tested), so it keeps them.
     "recompute_old_logp": (None, bool), "skills_in_rollout_prompt": (False, bool),
+    # Teacher-term normalisation / clipping (experimental/teacher_norm.py; off in the reference's scripts).
+    "normalize_teacher_adv": (False, bool), "clip_teacher_adv": (None, float),
     # The shuffled-skills control: every trajectory is re-scored with the skills written for a
     # trajectory of another task (routing.shuffled_skill_donors), so Delta is prompt noise only.
     "shuffle_skills": (False, bool),
     # The prompt-shift control: every skill replaced by content-free filler of the same token length
     # (groups.content_free_skills), so Delta measures what inserting that much text does to the log-probs.
     "content_free_skills": (False, bool),
+    # GRPO+OPSD (experimental/opsd.py): False keeps Delta out of the advantage (it feeds opsd_loss_coeff's term).
     "skill_adv_in_advantage": (True, bool),
-    # Teacher samples (connectors/teacher_samples.py, not in the paper): w_T > 0 adds, per skill-routed
+    # Teacher samples (experimental/teacher_samples.py, not in the paper): w_T > 0 adds, per skill-routed
     # row, a response sampled under the skill prompt with advantage w_T * Delta_T.
     "teacher_sample_adv_weight": (0.0, float), "teacher_sample_rows": ("step", str),
-    # c_T > 0 adds -c_T * log pi_theta(y_T | x) on those rows, outside the PPO clip (losses.py: the forward
-    # KL to the skill teacher on its own samples, as pi-Distill's teacher-sampled term).
+    # c_T > 0 adds -c_T * log pi_theta(y_T | x) on those rows, outside the PPO clip (the forward KL to the skill
+    # teacher on its own samples, as pi-Distill's teacher-sampled term).
     "teacher_sample_sft_coeff": (0.0, float),
     # c_A > 0 adds, per teacher sample, the row (x + skill, y_T) whose only loss is c_A * KL(pi_theta || pi_ref) on
-    # the skill prompt (losses.py): the teacher is the same weights, and training the plain prompt alone wore its
+    # the skill prompt: the teacher is the same weights, and training the plain prompt alone wore its
     # skill-reading down (docs/STUDIES.md, SmolLM2 study); pi-Distill trains the skill-conditioned side too.
     "teacher_anchor_coeff": (0.0, float),
     # loss
@@ -70,7 +73,12 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     "micro_batch_size": (8, int), "weight_decay": (0.01, float),
     # analyzer
     "analyzer": ("hindsight", str), "analyzer_config": ({}, dict), "analyzer_num_workers": (8, int),
-    "max_step_skills_per_traj": (5, int), "failed_only": (False, bool), "dump_skills": (True, bool),
+    "max_step_skills_per_traj": (5, int),
+    # The reference's failed_only: analyse only trajectories that did not win (off in its scripts).
+    "failed_only": (False, bool),
+    # The hindsight analyzer's research switches (analyzer/hindsight.py: on_plan_step_skills, quote_sampled),
+    # merged into its constructor's arguments; kept out of analyzer_config so that they pass .experimental().
+    "hindsight_options": ({}, dict),
     # Where skill dumps go (None: the trial directory Tune gives the algorithm).
     "run_dir": (None, str),
     # validation during training (evaluation.py; how often and how many: RLlib's config.evaluation(...))
@@ -81,11 +89,14 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     # Also evaluate after this iteration (the run's last; opid-train sets it from --stop-iters).
     "eval_final_iteration": (None, int),
 }
+# gamma (RLlib's) discounts nothing in training (GRPO's advantage is undiscounted): it only fills the "Return:" lines
+# of the analyzer's trajectory rendering (analyzer/prompt.py's discounted_returns, as the reference's analyzer does).
+
 # Settings that are not in the paper: research extensions and controls, set with OPIDConfig.experimental(...) (TRL
 # keeps such features under trl.experimental), each with the study that motivated it (docs/STUDIES.md,
 # docs/LEARNING_GATE.md). The paper's path reads without them; .training() refuses them.
 EXPERIMENTAL_SETTINGS: dict[str, str] = {
-    "teacher_sample_adv_weight": "teacher samples (connectors/teacher_samples.py): a response sampled under the "
+    "teacher_sample_adv_weight": "teacher samples (experimental/teacher_samples.py): a response sampled under the "
                                  "skill prompt per routed row; the teacher-samples study",
     "teacher_sample_rows": "which rows draw teacher samples ('step' or 'routed'); the teacher-samples study",
     "teacher_sample_sft_coeff": "forward KL to the skill teacher on its own samples (pi-Distill's term); the "
@@ -97,9 +108,29 @@ EXPERIMENTAL_SETTINGS: dict[str, str] = {
                            "learning gate)",
     "invalid_action_source": "what the invalid-action penalty counts ('format' is the reference's); the "
                              "penalty studies",
+    "opsd_loss_coeff": "GRPO+OPSD's distillation loss -c Delta log pi (experimental/opsd.py; preset grpo_opsd)",
+    "skill_adv_in_advantage": "False keeps Delta out of the advantage, for GRPO+OPSD (experimental/opsd.py)",
+    "normalize_teacher_adv": "z-score the skill terms over the batch (experimental/teacher_norm.py; off in the "
+                             "reference's scripts)",
+    "clip_teacher_adv": "clamp the skill terms to [-c, c] (experimental/teacher_norm.py; off in the reference's "
+                        "scripts)",
+    "failed_only": "analyse only trajectories that did not win (the reference's option, off in its scripts)",
+    "hindsight_options": "the hindsight analyzer's research switches (on_plan_step_skills, quote_sampled); the "
+                         "learning gate's skill studies",
 }
+# Analyzer options that are research switches: refused in analyzer_config, taken by experimental(hindsight_options=).
+HINDSIGHT_RESEARCH_OPTIONS = ("on_plan_step_skills", "quote_sampled")
 
-ANALYZERS = (*ANALYZER_CHOICES, "none")  # "none": GRPO without analysis
+def default(name: str) -> Any:
+    """OPID_DEFAULTS' value for `name`: the one place a layer below the config (the RL module, a connector) reads a
+    default from, so no layer keeps its own."""
+    return OPID_DEFAULTS[name][0]
+
+
+ANALYZERS = (*ANALYZER_CHOICES, "none")
+# What the invalid-action penalty counts (connectors/outcome.step_validity) and which rows draw teacher samples.
+INVALID_ACTION_SOURCES = ("format", "env", "repeat")
+TEACHER_SAMPLE_ROWS = ("step", "routed")  # "none": GRPO without analysis
 
 
 # RLlib's own training settings that presets, tuned examples and the benches may also set by name.

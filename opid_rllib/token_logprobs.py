@@ -1,8 +1,7 @@
 """Per-token log-probs of given responses under given prompts: the one layout every caller shares.
 
 Ray-free on purpose: the RL module, the learner (KL reference), the re-scoring connector and
-`opid-sft` all use these two functions, so their numbers agree exactly. `logp_gap` compares two scorings of
-the same tokens (a sampler's against the learner's), for the re-scoring connector and bench/vllm_smoke.py.
+`opid-sft` all use these two functions, so their numbers agree exactly.
 """
 
 from __future__ import annotations
@@ -77,18 +76,3 @@ def response_logprobs(model, prompt_ids: torch.Tensor, prompt_len: torch.Tensor,
         logp = torch.cat([logp, pad], dim=1)
         ent = torch.cat([ent, pad], dim=1) if ent is not None else None
     return logp, ent
-
-
-def logp_gap(sampled, recomputed) -> dict[str, float]:
-    """Mean and max |log p_sampler - log p_learner| over the sampled tokens both scored (finite values only),
-    and how many tokens that is; {} when there are none."""
-    gaps = []
-    for a, b in zip(sampled, recomputed):
-        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-        n = min(len(a), len(b))
-        d = np.abs(a[:n] - b[:n])
-        gaps.append(d[np.isfinite(d)])
-    d = np.concatenate(gaps) if gaps else np.zeros(0)
-    if not d.size:
-        return {}
-    return {"logp_gap_mean": float(d.mean()), "logp_gap_max": float(d.max()), "logp_gap_tokens": int(d.size)}

@@ -12,7 +12,9 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
+
+import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +32,7 @@ class StepRecord:
     action: str                    # projected action sent to the env
     action_valid: bool = True      # response had the required format
     reward: float = 0.0
-    ret: float = 0.0               # discounted return G_t (before any invalid-action penalty)
+    ret: float = 0.0               # discounted return G_t (`discounted_returns`; before any invalid-action penalty)
     admissible_actions: list[str] = field(default_factory=list)
     expert_actions: list[str] = field(default_factory=list)  # expert plan from this state
 
@@ -110,14 +112,17 @@ class Skills:
         )
 
 
-def usable_skills(skills: "Skills | Mapping[str, Any] | None") -> "Skills | None":
-    """The one rule for "is this analysis usable for teacher signals?" (`Skills.ok`), for a Skills
-    object or the dict form episodes carry. Training, the skill dumps and the report all call this,
-    so a dump's `routed` column can never disagree with what was trained."""
-    if not skills:
-        return None
-    s = Skills.from_dict(skills)
-    return s if s.ok else None
+def discounted_returns(rewards: Sequence[float], gamma: float) -> np.ndarray:
+    """G_t = r_t + gamma * G_{t+1}, with G_T = 0 after the last step: the "Return:" of each step in the analyzer's
+    prompt (gamma: RLlib's config.gamma, 0.95 in the reference). The only use of gamma: GRPO's advantage is
+    undiscounted, so nothing in training is discounted."""
+    rewards = np.asarray(rewards, dtype=np.float64)
+    returns = np.zeros_like(rewards)
+    running = 0.0
+    for t in reversed(range(len(rewards))):
+        running = rewards[t] + gamma * running
+        returns[t] = running
+    return returns
 
 
 def short_error(exc: BaseException | str, limit: int = MAX_ERROR_CHARS) -> str:

@@ -38,8 +38,9 @@ class AnalyzerPool:
             skills = self.analyzer.analyze(traj)
             if not isinstance(skills, Skills):
                 skills = Skills(error=f"analyzer returned {type(skills).__name__}, not Skills")
-        except BaseException as exc:  # analyze() should never raise; be safe anyway
+        except Exception as exc:  # analyze() never raises by contract: a subclass broke it; warned, counted in errors
             skills = Skills(error=short_error(self.analyzer._redact(f"{type(exc).__name__}: {exc}")))
+            log.warning("%s analyzer raised (its analyze() must not): %s", self.analyzer.name, skills.error)
         if not skills.latency_s:
             skills.latency_s = time.monotonic() - t0
         with self._lock:

@@ -13,8 +13,7 @@ import time
 from opid_rllib.cli import env_kwargs_arg, json_object_arg, key_value_args, warn_slow_dtype
 from opid_rllib.cli.run_log import jsonable_result, open_run_logs, print_outputs, ray_session_dir, write_tensorboard
 from opid_rllib.cli.train_parser import build_parser
-from opid_rllib.presets import CPU_TINY, apply_preset, model_default
-from opid_rllib.settings import EXPERIMENTAL_SETTINGS
+from opid_rllib.presets import CPU_TINY, apply_preset, apply_settings, model_default
 from opid_rllib.sweep_select import REPEAT_KEYS, grid_points, searched_keys, seed_trials
 
 # What the progress table shows while a run is going.
@@ -30,7 +29,7 @@ PROGRESS_COLUMNS = {
 
 # Flags that must be >= 1 when given (checked before any config or Ray work).
 _POSITIVE = ("group_size", "tasks_per_iter", "max_steps", "max_new_tokens", "stop_iters", "num_samples",
-             "torch_threads", "minibatch_size", "select_episodes", "select_max_steps", "eval_interval", "eval_episodes",
+             "torch_threads", "minibatch_size", "micro_batch_size", "select_episodes", "select_max_steps", "eval_interval", "eval_episodes",
              "asha_grace")
 
 
@@ -57,7 +56,10 @@ _LLM_FLAGS = {"model": "llm_model", "max_new_tokens": "max_new_tokens", "max_pro
               "history_length": "history_length", "max_steps": "max_steps", "generation_backend": "generation_backend",
               "dtype": "dtype", "torch_threads": "torch_threads"}
 _TRAIN_FLAGS = ("group_size", "tasks_per_iter", "lr", "minibatch_size", "episode_skill_adv_weight",
-                "step_skill_adv_weight", "skill_routing", "teacher_sample_adv_weight", "normalize_teacher_adv",
+                "step_skill_adv_weight", "skill_routing", "max_step_skills_per_traj", "invalid_action_penalty",
+                "kl_coeff", "entropy_coeff", "clip_ratio_low", "clip_ratio_high", "micro_batch_size",
+                # the experimental group's (OPIDConfig.experimental)
+                "teacher_sample_adv_weight", "normalize_teacher_adv", "clip_teacher_adv", "opsd_loss_coeff",
                 "teacher_sample_sft_coeff", "teacher_anchor_coeff", "invalid_action_source")
 # What a tuned example's file fixes: changing it is editing the example, not a flag.
 _EXAMPLE_FIXED = ("env", "split", "preset", "cpu_example")
@@ -73,17 +75,14 @@ def apply_overrides(cfg, args):
     train = {k: getattr(args, k) for k in _TRAIN_FLAGS if getattr(args, k, None) is not None}
     if llm:
         cfg.llm(**llm)
-    experimental = {k: train.pop(k) for k in list(train) if k in EXPERIMENTAL_SETTINGS}
-    if train:
-        cfg.training(**train)
-    if experimental:
-        cfg.experimental(**experimental)
+    if train:  # research settings through experimental(), the rest through training()
+        apply_settings(cfg, **train)
     if getattr(args, "seed", None) is not None:
         cfg.debugging(seed=args.seed)
     if getattr(args, "analyzer", None) is not None:
         cfg.analyzer_settings(analyzer=args.analyzer)
-    if getattr(args, "analyzer_option", None):
-        cfg.analyzer_settings(analyzer_config={**dict(cfg.analyzer_config or {}), **analyzer_options(args)})
+    if getattr(args, "analyzer_option", None):  # its research switches go to experimental(hindsight_options=)
+        apply_settings(cfg, analyzer_config={**dict(cfg.analyzer_config or {}), **analyzer_options(args)})
     if getattr(args, "env_kwargs", None):
         cfg.env_config.update(json_object_arg("--env-kwargs", args.env_kwargs))
     if getattr(args, "max_steps", None) is not None:

@@ -36,8 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     from envs import ENVS
     from opid_rllib.settings import ANALYZERS
     from opid_rllib.generation.registry import BACKENDS
-    from opid_rllib.groups import INVALID_ACTION_SOURCES
-    from opid_rllib.routing import ROUTING_MODES
+    from opid_rllib.prompts.skills import ROUTING_MODES
+    from opid_rllib.settings import INVALID_ACTION_SOURCES
     from opid_rllib.settings import DTYPE_NAMES
 
     p = _OneLineParser(prog="opid-train", description=DESCRIPTION, formatter_class=_Formatter)
@@ -86,6 +86,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="weight of the episode-skill teacher term in the advantage")
     g.add_argument("--step-skill-adv-weight", type=float, default=None,
                    help="weight of the step-skill teacher term in the advantage")
+    g.add_argument("--skill-routing", default=None, choices=ROUTING_MODES,
+                   help="which skill teaches which step")
+    g.add_argument("--max-step-skills-per-traj", type=int, default=None,
+                   help="critical steps the analyzer may write a skill for, per trajectory (5 ALFWorld/WebShop, 2 "
+                        "Search)")
+    g.add_argument("--invalid-action-penalty", type=float, default=None,
+                   help="subtracted from a malformed step's score (0.1 ALFWorld/WebShop, 0.01 Search)")
+    g.add_argument("--kl-coeff", type=float, default=None, help="KL(pi || pi_ref) penalty (0.01; 0.001 Search)")
+    g.add_argument("--entropy-coeff", type=float, default=None, help="entropy bonus (0.001; 0 Search)")
+    g.add_argument("--clip-ratio-low", type=float, default=None, help="PPO clip below 1 (0.2)")
+    g.add_argument("--clip-ratio-high", type=float, default=None, help="PPO clip above 1 (0.2)")
+    g.add_argument("--micro-batch-size", type=int, default=None,
+                   help="rows per learner forward/backward (memory only: the gradient is the same)")
+    g = p.add_argument_group("experimental (not in the paper: OPIDConfig.experimental, opid_rllib/experimental/)")
     g.add_argument("--teacher-sample-adv-weight", type=float, default=None,
                    help="w_T: add a response sampled under each step-skill prompt, advantage w_T * Delta (0: off)")
     g.add_argument("--teacher-sample-sft-coeff", type=float, default=None,
@@ -98,8 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "commands), repeat (also a rejected repeat of the previous command)")
     g.add_argument("--normalize-teacher-adv", action="store_true", default=None,
                    help="z-score the skill terms over the batch's active tokens (normalize_teacher_adv)")
-    g.add_argument("--skill-routing", default=None, choices=ROUTING_MODES,
-                   help="which skill teaches which step")
+    g.add_argument("--clip-teacher-adv", type=float, default=None, help="clamp the skill terms to [-c, c]")
+    g.add_argument("--opsd-loss-coeff", type=float, default=None,
+                   help="GRPO+OPSD's distillation loss -c Delta log pi beside the PPO loss (0: off)")
     g = p.add_argument_group("validation during training (RLlib's config.evaluation; no analyzer, no skills)")
     g.add_argument("--eval-interval", type=int, default=None,
                    help="play --eval-panel every N iterations and after the last one, at the eval temperature; "

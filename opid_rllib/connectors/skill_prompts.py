@@ -1,9 +1,14 @@
-"""Skill prompts: attach each trajectory's analysis, route (critical-first by default), insert.
+"""Skill prompts: route each trajectory's usable analysis (critical-first by default), insert, tokenize.
 
 One skill per augmented prompt, as the reference does: the episode skill after the task line,
 the step skill before the final instruction (prompts/skills.py); additive routing builds both
 prompts and re-scores them separately. A failed or missing analysis routes nothing, so those
 rows keep the plain GRPO signal (counted in `opid/analysis_failed_trajectories`).
+
+A skill prompt cut by max_prompt_len (left truncation drops the task line, not only the skill) would
+measure more than the skill: that row is not routed (plain GRPO signal) and is counted in
+opid/teacher_prompt_truncations. The route decided here is final but for a re-score that comes back
+non-finite (CombineAdvantages drops that row's term and reports the routes trained).
 """
 
 from __future__ import annotations
@@ -11,43 +16,56 @@ from __future__ import annotations
 import numpy as np
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 
-from opid_rllib.analyzer.base import usable_skills
-from opid_rllib.connectors.common import log
-from opid_rllib.connectors.samples import SAMPLES, StepSamples
-from opid_rllib.prompts import insert_skills
-from opid_rllib.routing import skill_routes
+from opid_rllib.connectors.samples import SAMPLES, StepSamples, log, policy_module
+from opid_rllib.prompts.skills import insert_skills, route_trajectory
 
 
 class SkillPrompts(ConnectorV2):
-    def __init__(self, *args, mode: str = "critical_first", w_ep: float = 0.001, w_step: float = 0.001, **kw):
+    def __init__(self, *args, skill_routing: str, episode_skill_adv_weight: float, step_skill_adv_weight: float,
+                 **kw):
         super().__init__(*args, **kw)
-        self.mode, self.w_ep, self.w_step = mode, float(w_ep), float(w_step)
+        self.mode, self.w_ep, self.w_step = skill_routing, float(episode_skill_adv_weight), float(step_skill_adv_weight)
 
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kw):
         t: StepSamples = shared_data[SAMPLES]
-        lengths: dict[str, int] = {}
-        first: dict[str, dict | None] = {}
-        for tid, idx, skills in zip(t.traj_id, t.step_index, t.skills):
-            lengths[tid] = max(lengths.get(tid, 0), int(idx) + 1)
-            first.setdefault(tid, skills)
-        usable = {tid: usable_skills(s) for tid, s in first.items()}  # each analysis parsed once
-        routes = {tid: skill_routes(usable[tid], n, mode=self.mode, w_ep=self.w_ep, w_step=self.w_step)
-                  for tid, n in lengths.items()}
-        rows = [routes[tid][int(idx)] for tid, idx in zip(t.traj_id, t.step_index)]
-        t.episode_skill = [r.episode_skill for r in rows]
-        t.step_skill = [r.step_skill for r in rows]
-        t.prompt_ep = [insert_skills(p, episode_skill=r.episode_skill) if r.use_episode else None
-                       for p, r in zip(t.prompt, rows)]
-        t.prompt_step = [insert_skills(p, step_skill=r.step_skill) if r.use_step else None
-                         for p, r in zip(t.prompt, rows)]
-
-        analysed = [tid for tid, s in first.items() if s is not None]
-        critical = [int(idx) in usable[tid].step_skills if usable[tid] else False
-                    for tid, idx in zip(t.traj_id, t.step_index)]
-        n = max(len(t), 1)
+        n = len(t)
+        t.episode_skill, t.step_skill = [None] * n, [None] * n
+        critical = np.zeros(n, bool)
+        for traj in t.trajectories.values():
+            if traj.skills is None:
+                continue
+            s = traj.skills
+            rows = range(n)[traj.rows]
+            routes = route_trajectory(len(rows), s.episode_skill, s.step_skills, mode=self.mode, w_ep=self.w_ep,
+                                      w_step=self.w_step)
+            for step, (i, r) in enumerate(zip(rows, routes)):
+                t.episode_skill[i] = s.episode_skill if r.use_episode else None
+                t.step_skill[i] = s.step_skills.get(step) if r.use_step else None
+                critical[i] = step in s.step_skills
+        module = policy_module(rl_module)
+        cut = 0
+        for kind in ("episode", "step"):
+            texts = getattr(t, f"{kind}_skill")
+            ids, cut_rows = _encode(module, {i: insert_skills(t.prompt[i], **{f"{kind}_skill": s})
+                                             for i, s in enumerate(texts) if s is not None})
+            for i in cut_rows:
+                texts[i] = None  # q = 0 for that row: no teacher term, no teacher statistics
+            setattr(t, "prompt_ep" if kind == "episode" else "prompt_step", [ids.get(i) for i in range(n)])
+            cut += len(cut_rows)
+        log(metrics, "teacher_prompt_truncations", cut)
+        analysed = [tr for tr in t.trajectories.values() if tr.analysed]
         log(metrics, "analysis_trajectories", len(analysed))
-        log(metrics, "analysis_failed_trajectories", sum(usable[tid] is None for tid in analysed))
-        log(metrics, "skill_step_ratio", float(np.mean(critical)) if critical else 0.0)
-        log(metrics, "routed_episode_ratio", t.use_episode.sum() / n)
-        log(metrics, "routed_step_ratio", t.use_step.sum() / n)
+        log(metrics, "analysis_failed_trajectories", sum(tr.skills is None for tr in analysed))
+        log(metrics, "skill_step_ratio", float(np.mean(critical)) if n else 0.0)
+        log(metrics, "routed_episode_ratio", t.use_episode.sum() / max(n, 1))
+        log(metrics, "routed_step_ratio", t.use_step.sum() / max(n, 1))
         return batch
+
+
+def _encode(module, prompts: dict[int, str]) -> tuple[dict[int, list[int]], list[int]]:
+    """Token ids of the skill prompts that fit max_prompt_len, by row; the rows whose prompt was cut."""
+    if not prompts:
+        return {}, []
+    rows = list(prompts)
+    ids, cut = module.encode_prompts([prompts[i] for i in rows])
+    return {i: x for i, x, c in zip(rows, ids, cut) if not c}, [i for i, c in zip(rows, cut) if c]

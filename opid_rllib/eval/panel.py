@@ -217,7 +217,7 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
     temp = float(cfg.eval_temperature if temperature is None else temperature)
     cfg.llm(eval_temperature=temp)
     if not oracle_quote:  # read by the runner's oracle pass; the analyzer stays off
-        cfg.analyzer_settings(analyzer_config={"quote_sampled": False})
+        cfg.experimental(hindsight_options={"quote_sampled": False})
     try:
         cfg.validate()
     except ValueError as e:

@@ -25,7 +25,7 @@ class HFBackend(GenerationBackend):
     name = "hf"
 
     def __init__(self, model_path: str | None = None, *, model=None, tokenizer=None, dtype: str = "float32",
-                 max_batch_size: int | None = None, stop: Sequence[str] | None = None, **_: Any):
+                 max_batch_size: int | None = None, stop: Sequence[str] | None = None):
         from transformers import AutoTokenizer
 
         from opid_rllib.models.resolve import load_model

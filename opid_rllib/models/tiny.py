@@ -88,13 +88,13 @@ since until between against under over into through""".split()
 
 
 def _alfworld_grammar_lines() -> list[str]:
-    """Feedback sentences of the ALFWorld text grammar shipped in the (pinned) alfworld wheel."""
-    try:
-        spec = importlib.util.find_spec("alfworld")
-        grammar = Path(list(spec.submodule_search_locations)[0]) / "data" / "alfred.twl2"
-        text = grammar.read_text()
-    except Exception:
-        return []
+    """Feedback sentences of the ALFWorld text grammar shipped in the (pinned) alfworld wheel. Missing, it would
+    change the tiny model's corpus (and every cached tiny model's weights) silently, so it raises."""
+    spec = importlib.util.find_spec("alfworld")
+    if spec is None:
+        raise ImportError("the tiny model's corpus reads the alfworld package's grammar; install alfworld (a base "
+                          "dependency of opid-rllib)")
+    text = (Path(list(spec.submodule_search_locations)[0]) / "data" / "alfred.twl2").read_text()
     return [m.replace("\\n", "\n") for m in re.findall(r'"rhs": "(.*?)"', text)]
 
 
@@ -102,13 +102,10 @@ def _tiny_corpus() -> list[str]:
     """Deterministic training text: ALFWorld names, verbs, env phrases, our prompt templates."""
     from opid_rllib.prompts import alfworld as p_alf, searchqa as p_sq, webshop as p_ws
 
-    try:
-        from alfworld.gen import constants as c
-        objects = sorted({o.lower() for o in c.OBJECTS})
-        receptacles = sorted({r.lower() for r in c.RECEPTACLES})
-    except Exception:  # alfworld is a base dependency, but keep the builder usable without it
-        objects = ["apple", "mug", "cloth", "knife", "plate", "book", "pen", "lettuce", "egg"]
-        receptacles = ["countertop", "cabinet", "drawer", "fridge", "microwave", "sinkbasin", "shelf"]
+    from alfworld.gen import constants as c  # a base dependency: without it the corpus would differ
+
+    objects = sorted({o.lower() for o in c.OBJECTS})
+    receptacles = sorted({r.lower() for r in c.RECEPTACLES})
     lines = [" ".join(objects), " ".join(receptacles), " ".join(_VERBS), " ".join(_WORDS),
              " ".join(w.capitalize() for w in _WORDS), " ".join(str(n) for n in range(200)),
              " ".join(f"${n}.{n % 100:02d}" for n in range(1, 100)), " ".join(str(y) for y in range(1900, 2031))]

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+# Every template ends with a paragraph starting with this anchor; skills.py inserts the critical-step skill
+# right before it (and defines it, so the skill slots need nothing else of the templates).
+from opid_rllib.prompts.skills import TURN_ANCHOR
+
 ENV_NAMES = ("alfworld", "webshop", "searchqa", "signpost")
 
 
@@ -23,9 +27,6 @@ def canonical_env_name(env_name: str) -> str:
     raise ValueError(f"env_name={env_name!r}: no prompt template; known: {', '.join(ENV_NAMES)}")
 
 
-# Every template ends with a paragraph starting with this anchor; skills.py inserts the
-# critical-step skill right before it.
-TURN_ANCHOR = "Now it's your turn"
 
 THINK_ACTION_INSTRUCTION = (
     TURN_ANCHOR + " to take an action. First reason step by step about the current situation and "

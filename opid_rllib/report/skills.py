@@ -1,8 +1,9 @@
 """The per-iteration skill dumps (opid_skills/iter_XXXXX.jsonl): writing them during training and
 reading them for the skill browser, side by side so the two cannot drift.
 
-Writing routes through `routing.skill_routes`, the function the learner's SkillPrompts connector
-uses, so the `routed` column is exactly what was trained. Reading: whatever a dump line holds, the
+Writing takes the `routed` column from the learner's own output (CombineAdvantages' opid/trained_routes: the
+routes after truncated skill prompts and non-finite re-scores were dropped), so it is what was trained.
+Reading: whatever a dump line holds, the
 browser gets the fields it reads with types it can rely on; an unreadable line is skipped and counted.
 """
 
@@ -16,25 +17,25 @@ from typing import Any
 
 from opid_rllib.advantages import plan_match
 from opid_rllib.report.runs import SKILL_DIR, read_json_lines
-from opid_rllib.routing import skill_routes
 
 _ITER_FILE = re.compile(r"^iter_(\d+)\.jsonl$")
 
 
 # ---- writing (training side) ----------------------------------------------------------------------
-def skill_dump_record(ep, *, iteration: int, mode: str, w_ep: float, w_step: float,
+def skill_dump_record(ep, *, iteration: int, routed: list | None,
                       teacher_diagnostics: dict | None = None) -> dict[str, Any]:
-    """One trajectory: task, actions, the analysis, each step's route and whether it followed the
-    expert plan (null: no plan), and the iteration's Delta-by-plan teacher diagnostics."""
+    """One trajectory: task, actions, the analysis, each step's trained route (`routed`: the learner's labels;
+    None: it reached no learner, so no step was routed) and whether it followed the expert plan (null: no plan),
+    and the iteration's Delta-by-plan teacher diagnostics."""
     m = ep.custom_data["opid"]
     skills = m.get("skills") or {}
-    routes = skill_routes(skills, len(ep), mode=mode, w_ep=w_ep, w_step=w_step)
     actions = [str(a) for a in ep.get_actions()]
     infos = ep.get_infos()
     on_plan = [plan_match(a, (infos[i] or {}).get("expert_actions")) for i, a in enumerate(actions)]
     return {"iteration": iteration, "traj_id": m["traj_id"], "task_id": m["task_id"], "task": m["task"],
             "task_type": m["task_type"], "won": m["won"], "actions": actions, "skills": skills,
-            "routed": [r.label for r in routes], "on_plan": [None if p != p else bool(p) for p in on_plan],
+            "routed": list(routed) if routed is not None else [None] * len(ep),
+            "on_plan": [None if p != p else bool(p) for p in on_plan],
             "teacher_diagnostics": dict(teacher_diagnostics or {})}
 
 
@@ -55,14 +56,15 @@ def teacher_diagnostics(peek) -> dict:
     return out
 
 
-def write_skill_dump(run_dir: os.PathLike | str, episodes, *, iteration: int, mode: str, w_ep: float,
-                     w_step: float, teacher_diagnostics: dict | None = None) -> Path:
-    """<run_dir>/opid_skills/iter_XXXXX.jsonl, one line per trajectory."""
+def write_skill_dump(run_dir: os.PathLike | str, episodes, *, iteration: int, routes: dict[str, list],
+                     teacher_diagnostics: dict | None = None) -> Path:
+    """<run_dir>/opid_skills/iter_XXXXX.jsonl, one line per trajectory; `routes`: {traj_id: labels} as trained."""
     path = Path(run_dir) / SKILL_DIR / f"iter_{iteration:05d}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:
         for ep in episodes:
-            f.write(json.dumps(skill_dump_record(ep, iteration=iteration, mode=mode, w_ep=w_ep, w_step=w_step,
+            routed = routes.get(ep.custom_data["opid"]["traj_id"])
+            f.write(json.dumps(skill_dump_record(ep, iteration=iteration, routed=routed,
                                                  teacher_diagnostics=teacher_diagnostics)) + "\n")
     return path
 

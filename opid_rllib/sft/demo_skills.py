@@ -52,15 +52,12 @@ def skill_workflow(env_name: str, ep: dict[str, Any]) -> tuple[str, list[str]]:
     (RL-time wording: "To <task>: a, b, then c. Skip the detours: ...") and the compressed command
     list it is written from (detours such as 'look' or empty cabinets dropped)."""
     from opid_rllib.analyzer import HindsightAnalyzer
+    from opid_rllib.analyzer.hindsight import _compress, _step_facts
 
     traj = _trajectory_record(env_name, ep)
     skills = HindsightAnalyzer().analyze(traj)
-    try:  # the analyzer's own compression, so the replayed commands are the ones the skill names
-        from opid_rllib.analyzer.hindsight import _compress, _step_facts
-
-        flow = [a for _, a in _compress(_step_facts(traj))]
-    except Exception:  # analyzer internals changed: the full run is a correct (uncompressed) workflow
-        flow = []
+    # The analyzer's own compression, so the replayed commands are the ones the skill names.
+    flow = [a for _, a in _compress(_step_facts(traj))]
     if not skills.ok or not flow:
         flow = [s["action"] for s in ep["steps"]]
         return f"To {_short_task(ep['task'], 30)}: " + ", then ".join(flow) + ".", flow

@@ -1,5 +1,7 @@
 """OPIDConfig: typed defaults from the reference scripts and one clear line per bad field."""
 
+import re
+
 import pytest
 
 from opid_rllib.algorithm import OPIDConfig
@@ -13,7 +15,7 @@ def test_reference_defaults():
     assert (c.clip_ratio_low, c.clip_ratio_high, c.dual_clip_c) == (0.2, 0.2, 3.0)
     assert (c.kl_coeff, c.entropy_coeff, c.gamma, c.invalid_action_penalty) == (0.01, 0.001, 0.95, 0.1)
     assert (c.skill_routing, c.outcome_adv_norm, c.analyzer, c.lr) == ("critical_first", "mean_std", "hindsight", 1e-6)
-    assert c.train_task_fraction == 1.0 and c.failed_only is False
+    assert c.train_task_ids is None and c.failed_only is False
 
 
 def test_validate_names_every_bad_field():
@@ -93,7 +95,7 @@ def test_openai_analyzer_values_are_checked_before_ray_starts(monkeypatch):
 
 def test_values_of_the_wrong_kind_are_named_not_raised():
     """A range check on a value of the wrong kind used to raise float()'s own error past the type check."""
-    for field, value, said in (("train_task_fraction", None, "train_task_fraction=None: expected float"),
+    for field, value, said in (("top_p", None, "top_p=None: expected float"),
                                ("clip_ratio_low", "0.2x", "clip_ratio_low='0.2x': expected float"),
                                ("max_new_tokens", "x", "max_new_tokens='x': expected int"),
                                ("lr", -0.001, "lr=-0.001: must be > 0"), ("lr", 0.0, "lr=0.0: must be > 0")):
@@ -151,9 +153,6 @@ def test_train_task_ids_names_the_tasks_and_bad_ones_are_refused():
         with pytest.raises(ValueError, match="Invalid OPIDConfig") as info:
             c.validate()
         assert said in str(info.value), str(info.value)
-    c = OPIDConfig().training(train_task_ids=["x"], train_task_fraction=0.5)
-    with pytest.raises(ValueError, match="train_task_ids already names the tasks"):
-        c.validate()
     c = OPIDConfig().experimental(shuffle_skills=True, content_free_skills=True)
     with pytest.raises(ValueError, match="content_free_skills=True: shuffle_skills=True is the other control"):
         c.validate()
@@ -165,7 +164,7 @@ def test_research_settings_are_fenced_in_experimental():
 
     assert set(EXPERIMENTAL_SETTINGS) <= set(OPID_DEFAULTS)
     for name in EXPERIMENTAL_SETTINGS:
-        with pytest.raises(TypeError, match=rf"{name}: not in the paper; set it with OPIDConfig\(\).experimental"):
+        with pytest.raises(TypeError, match=rf"{name}=...\): not in the paper; set it with OPIDConfig\(\).experimental"):
             OPIDConfig().training(**{name: OPID_DEFAULTS[name][0]})
     c = OPIDConfig().experimental(teacher_sample_adv_weight=0.5, shuffle_skills=True)
     assert (c.teacher_sample_adv_weight, c.shuffle_skills) == (0.5, True)
@@ -180,3 +179,38 @@ def test_validate_does_not_print_rllibs_new_api_stack_notice(caplog):
     with caplog.at_level(logging.WARNING):
         OPIDConfig().validate()
     assert not [r for r in caplog.records if "new API stack" in r.getMessage()]
+
+
+@pytest.mark.parametrize("builder, setting, says", [
+    ("llm", {"temperature": 0}, "temperature=0: must be > 0"),
+    ("llm", {"temperature": 0.0}, "greedy sampling, is not a policy to train"),
+    ("llm", {"top_p": 1.5}, "top_p=1.5: must be in (0, 1]"),
+    ("llm", {"top_p": 0.0}, "top_p=0.0: must be in (0, 1]"),
+    ("training", {"kl_coeff": -0.01}, "kl_coeff=-0.01: must be >= 0"),
+    ("training", {"entropy_coeff": -1.0}, "entropy_coeff=-1.0: must be >= 0"),
+    ("training", {"invalid_action_penalty": -0.1}, "invalid_action_penalty=-0.1: must be >= 0"),
+    ("llm", {"eval_temperature": -0.4}, "eval_temperature=-0.4: must be >= 0"),
+    ("llm", {"history_length": -1}, "history_length=-1: must be >= 0"),
+    ("llm", {"max_steps": 0}, "max_steps=0: must be >= 1"),
+    ("analyzer_settings", {"analyzer_num_workers": 0}, "analyzer_num_workers=0: must be >= 1"),
+    ("llm", {"score_micro_batch_size": 0}, "score_micro_batch_size=0: must be >= 1"),
+    ("llm", {"backend_kwargs": {"gpu_memory_utilization": 0.5}},
+     "backend_kwargs['gpu_memory_utilization']: the hf backend takes only"),
+])
+def test_bad_settings_are_refused_in_one_line_before_ray_starts(builder, setting, says):
+    """Each bad value is one line naming the field and the fix, raised by validate() (build_algo's first step and
+    opid-train's check), before any Ray session exists."""
+    import ray
+
+    cfg = getattr(OPIDConfig(), builder)(**setting)
+    with pytest.raises(ValueError) as e:
+        cfg.validate()
+    lines = str(e.value).splitlines()[1:]
+    assert len(lines) == 1 and says in lines[0], str(e.value)
+    with pytest.raises(ValueError, match=re.escape(says)):
+        cfg.build_algo()
+    assert not ray.is_initialized()
+
+
+def test_eval_temperature_zero_is_greedy_evaluation():
+    OPIDConfig().llm(eval_temperature=0.0).validate()

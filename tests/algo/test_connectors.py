@@ -5,8 +5,9 @@ import copy
 import numpy as np
 import pytest
 
-from opid_rllib.groups import attach_outcome_advantages, shard_by_group
-from opid_rllib.connectors import opid_learner_connectors
+from opid_rllib.connectors.outcome import outcome_advantages
+from opid_rllib.groups import shard_by_group
+from opid_rllib.algorithm import learner_connectors
 from opid_rllib.connectors import SAMPLES
 from opid_rllib.env_runner import GroupedTextEnvRunner
 from opid_rllib.prompts import insert_skills
@@ -22,12 +23,23 @@ def setup():
     return rollouts_and_module(episode_skill_adv_weight=W, step_skill_adv_weight=W)
 
 
-def run_pipeline(cfg, episodes, module):
+def run_pipeline(cfg, episodes, module, metrics=None):
     shared = {}
     batch = {}
-    for piece in opid_learner_connectors(cfg):
-        batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=None)
+    for piece in learner_connectors(cfg):
+        batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
     return batch["default_policy"], shared[SAMPLES]
+
+
+def trained_routes(cfg, episodes, module) -> dict:
+    """{traj_id: labels} as the pipeline reports them to the driver (OPID.training_step's pop_trained_routes)."""
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    from opid_rllib.connectors.combine import pop_trained_routes
+
+    metrics = MetricsLogger()
+    run_pipeline(cfg, episodes, module, metrics)
+    return pop_trained_routes([metrics.reduce()])
 
 
 def test_critical_first_rescoring_and_combined_advantage(setup):
@@ -35,9 +47,10 @@ def test_critical_first_rescoring_and_combined_advantage(setup):
     out, t = run_pipeline(cfg, episodes, module)
     n = len(t.prompt)
     assert out["advantages"].shape[0] == n == sum(len(e) for e in episodes)
+    analysis = {e.custom_data["opid"]["traj_id"]: e.custom_data["opid"]["skills"] for e in episodes}
     for i in range(n):
         # Expected routing from the raw analysis the runner attached, independently of the table.
-        raw = t.skills[i]
+        raw = analysis[t.traj_id[i]]
         raw_step = raw["step_skills"].get(str(int(t.step_index[i])))
         has_step = raw_step is not None
         # Critical-first: a critical step uses its step skill only; every other step the episode skill.
@@ -45,9 +58,10 @@ def test_critical_first_rescoring_and_combined_advantage(setup):
         skill_prompt = t.prompt_step[i] if has_step else t.prompt_ep[i]
         expect_prompt = insert_skills(t.prompt[i], step_skill=raw_step) if has_step \
             else insert_skills(t.prompt[i], episode_skill=raw["episode_skill"])
-        assert skill_prompt == expect_prompt != t.prompt[i]
+        assert expect_prompt != t.prompt[i]
+        ids, _ = module.encode_prompts([expect_prompt])
+        assert skill_prompt == ids[0] and t.prompt_ids[i] == module.encode_prompts([t.prompt[i]])[0][0]
         # Re-scoring = the module's own log-probs of the SAME response under the skill prompt.
-        ids, _ = module.encode_prompts([skill_prompt])
         want = module.score(ids, [t.response_ids[i]])[0]
         got = t.logp_step[i] if has_step else t.logp_ep[i]
         np.testing.assert_allclose(got, want, atol=1e-5)
@@ -88,7 +102,7 @@ def test_a_cut_skill_prompt_falls_back_to_grpo_and_is_counted(setup):
     eps[0].custom_data["opid"]["skills"] = {"episode_skill": "stay on task " * limit, "step_skills": {},
                                             "error": None}
     shared, batch, metrics = {}, {}, _Metrics()
-    for piece in opid_learner_connectors(cfg):
+    for piece in learner_connectors(cfg):
         batch = piece(rl_module=module, batch=batch, episodes=eps, shared_data=shared, metrics=metrics)
     out, t = batch["default_policy"], shared[SAMPLES]
     k = len(eps[0])
@@ -103,15 +117,17 @@ def test_a_cut_skill_prompt_falls_back_to_grpo_and_is_counted(setup):
 def test_grpo_weights_zero_means_no_rescoring(setup):
     cfg, episodes, module = setup
     grpo = copy.deepcopy(cfg)
-    grpo._set(episode_skill_adv_weight=0.0, step_skill_adv_weight=0.0)
+    grpo.training(episode_skill_adv_weight=0.0, step_skill_adv_weight=0.0)
     out, t = run_pipeline(grpo, episodes, module)
     assert all(p is None for p in t.prompt_ep + t.prompt_step)
     np.testing.assert_array_equal(out["advantages"].numpy(), t.outcome_adv[:, None] * out["response_mask"].numpy())
 
 
 def test_outcome_advantage_uses_group_statistics(setup):
-    _, episodes, _ = setup
-    adv = np.concatenate([e.custom_data["opid"]["outcome_adv"] for e in episodes])
+    cfg, episodes, module = setup
+    adv = np.concatenate(outcome_advantages(episodes, cfg.invalid_action_penalty, cfg.outcome_adv_norm))
+    _, t = run_pipeline(cfg, episodes, module)
+    np.testing.assert_array_equal(t.outcome_adv, adv)  # the first connector's A_out is the table's
     groups = [e.custom_data["opid"]["group_id"] for e in episodes for _ in range(len(e))]
     for g in set(groups):
         sel = np.asarray(groups) == g
@@ -136,7 +152,7 @@ def test_delta_statistics_are_logged_from_the_batch(setup):
     cfg, episodes, module = setup
     metrics = MetricsLogger()
     shared, batch = {}, {}
-    for piece in opid_learner_connectors(cfg):
+    for piece in learner_connectors(cfg):
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
     t, out = shared[SAMPLES], batch["default_policy"]
     mask = out["response_mask"].numpy() > 0
@@ -162,7 +178,7 @@ def test_learner_micro_batches_equal_one_full_batch_step(setup):
 
     cfg, episodes, _ = setup
     cfg = copy.deepcopy(cfg)
-    cfg._set(micro_batch_size=3)
+    cfg.training(micro_batch_size=3)
     cfg.grad_clip = None
     learner = cfg.build_learner(spaces={"default_policy": (text_space(), text_space())})
     module = learner.module["default_policy"].unwrapped()
@@ -179,25 +195,56 @@ def test_learner_micro_batches_equal_one_full_batch_step(setup):
         torch.testing.assert_close(p.grad, want[name].grad, atol=1e-6, rtol=1e-4, msg=name)
 
 
-def test_skill_dump_routes_equal_the_trained_routes(setup):
-    """One routing function and one "usable" rule: the dump's `routed` column is what was trained,
-    also for an analysis whose error is set next to a non-empty episode skill (the dump used to
-    accept it while training rejected it)."""
-    from opid_rllib.report.skills import skill_dump_record
+def test_skill_dump_routes_are_the_trained_routes_where_routing_alone_would_disagree(setup, tmp_path):
+    """The dump's `routed` column is the learner's own output: routing the analysis again (as the dump used to) would
+    say "episode" on rows the learner did not train with a skill: here a truncated skill prompt (trajectory 0) and a
+    non-finite re-score (one row of trajectory 1). An analysis with an error next to a non-empty episode skill
+    routes nothing."""
+    from opid_rllib.prompts.skills import route_label, route_trajectory, usable_skills
+    from opid_rllib.report.skills import load_skill_dumps, write_skill_dump
 
     cfg, episodes, module = setup
     eps = copy.deepcopy(episodes)
-    eps[0].custom_data["opid"]["skills"] = dict(eps[0].custom_data["opid"]["skills"], error="timeout")
-    _, t = run_pipeline(cfg, eps, module)
-    trained = [("+".join(n for n, on in (("episode", e), ("step", s)) if on) or None)
-               for e, s in zip(t.use_episode, t.use_step)]
-    dumped = []
-    for ep in eps:
-        dumped += skill_dump_record(ep, iteration=1, mode=cfg.skill_routing, w_ep=cfg.episode_skill_adv_weight,
-                                    w_step=cfg.step_skill_adv_weight)["routed"]
-    assert dumped == trained
-    assert dumped[:len(eps[0])] == [None] * len(eps[0])  # the errored analysis routes nothing
-    assert any(r == "step" for r in dumped) and any(r == "episode" for r in dumped)
+    limit = int(module.model_config["max_prompt_len"])
+    eps[0].custom_data["opid"]["skills"] = {"episode_skill": "stay on task " * limit, "step_skills": {},
+                                            "error": None}
+    eps[1].custom_data["opid"]["skills"] = dict(eps[1].custom_data["opid"]["skills"], error="timeout")
+
+    routes = trained_routes(cfg, eps, module)
+    path = write_skill_dump(tmp_path, eps, iteration=1, routes=routes)
+    dumped = {r["traj_id"]: r["routed"] for r in load_skill_dumps(tmp_path)[0]}
+    assert path.exists() and dumped == routes and set(routes) == {e.custom_data["opid"]["traj_id"] for e in eps}
+    tid0 = eps[0].custom_data["opid"]["traj_id"]
+    s = usable_skills(eps[0].custom_data["opid"]["skills"])
+    by_routing = [route_label(r.use_episode, r.use_step) for r in route_trajectory(
+        len(eps[0]), s.episode_skill, s.step_skills, mode=cfg.skill_routing, w_ep=W, w_step=W)]
+    assert by_routing == ["episode"] * len(eps[0]) and dumped[tid0] == [None] * len(eps[0])
+    assert dumped[eps[1].custom_data["opid"]["traj_id"]] == [None] * len(eps[1])  # the errored analysis
+    rest = [r for ep in eps[2:] for r in dumped[ep.custom_data["opid"]["traj_id"]]]
+    assert "episode" in rest and "step" in rest
+
+
+def test_skill_dump_follows_a_nonfinite_rescore(setup):
+    """A routed row whose re-score is NaN trains without its skill term, and the routes reported say so."""
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    from opid_rllib.connectors.combine import pop_trained_routes
+    from opid_rllib.prompts.skills import route_label
+
+    cfg, episodes, module = setup
+    pieces = learner_connectors(cfg)
+    shared, batch, metrics = {}, {}, MetricsLogger()
+    for piece in pieces[:-1]:
+        batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=None)
+    t = shared[SAMPLES]
+    row = int(np.flatnonzero(t.use_episode)[0])
+    t.logp_ep[row] = np.full_like(t.logp_ep[row], np.nan)
+    pieces[-1](rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
+    routes = pop_trained_routes([metrics.reduce()])
+    labels = [r for tid in t.trajectories for r in routes[tid]]
+    expect = [route_label(bool(e), bool(s)) for e, s in zip(t.use_episode, t.use_step)]
+    assert expect[row] == "episode" and labels[row] is None
+    assert labels[:row] + labels[row + 1:] == expect[:row] + expect[row + 1:]
 
 
 def test_loss_batch_is_created_on_the_learner_device(setup):
@@ -207,7 +254,7 @@ def test_loss_batch_is_created_on_the_learner_device(setup):
 
     cfg, episodes, module = setup
     shared, batch = {}, {}
-    for piece in opid_learner_connectors(cfg, device="meta"):
+    for piece in learner_connectors(cfg, device="meta"):
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=None)
     out = batch["default_policy"]
     assert out and all(v.device == torch.device("meta") for v in out.values()), {k: v.device for k, v in out.items()}
@@ -238,11 +285,10 @@ def test_delta_by_plan_metrics_on_alfworld_rollouts():
     runner = GroupedTextEnvRunner(config=cfg)
     episodes = runner.sample_groups(list(runner._make_env(0).task_ids()[:1]), seed=3)
     runner.stop()
-    attach_outcome_advantages(episodes, cfg.invalid_action_penalty, cfg.outcome_adv_norm)
     module = LLMRLModule(observation_space=text_space(), action_space=text_space(), model_config=cfg.model_config)
     metrics = MetricsLogger()
     shared, batch = {}, {}
-    for piece in opid_learner_connectors(cfg):
+    for piece in learner_connectors(cfg):
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
     t = shared[SAMPLES]
     want = [plan_match(a, ep.get_infos()[i]["expert_actions"]) for ep in episodes
@@ -262,9 +308,7 @@ def test_skill_dump_round_trip_keeps_plan_and_teacher_diagnostics(setup, tmp_pat
 
     cfg, episodes, _ = setup
     diag = {"delta_step/off_plan_neg_frac": 0.75, "delta_ep/on_plan_steps": 3.0}
-    path = write_skill_dump(tmp_path, episodes, iteration=4, mode=cfg.skill_routing,
-                            w_ep=cfg.episode_skill_adv_weight, w_step=cfg.step_skill_adv_weight,
-                            teacher_diagnostics=diag)
+    path = write_skill_dump(tmp_path, episodes, iteration=4, routes={}, teacher_diagnostics=diag)
     assert path.name == "iter_00004.jsonl"
     trajs, warnings = load_skill_dumps(tmp_path)
     assert not warnings and len(trajs) == len(episodes)
@@ -293,9 +337,8 @@ def test_teacher_diagnostics_read_what_the_learner_logged_and_skip_what_it_did_n
 def test_shuffled_skills_control_on_real_rollouts(setup):
     """preset opid_shuffled: every trajectory is trained (and dumped) with the skills written for a
     trajectory of another task, never its own task's."""
-    from opid_rllib.groups import shuffle_skills_across_tasks
+    from opid_rllib.experimental.controls import shuffle_skills_across_tasks
     from opid_rllib.presets import PRESETS
-    from opid_rllib.report.skills import skill_dump_record
 
     assert PRESETS["opid_shuffled"] == {"shuffle_skills": True}
     cfg, episodes, module = setup
@@ -308,12 +351,11 @@ def test_shuffled_skills_control_on_real_rollouts(setup):
         assert donor["task_id"] != m["task_id"] and m["skills"] == donor["skills"]
         assert m["own_skills"] == by_traj[m["traj_id"]]["skills"]
     _, t = run_pipeline(cfg, eps, module)
-    trained = [("+".join(n for n, on in (("episode", e), ("step", s)) if on) or None)
-               for e, s in zip(t.use_episode, t.use_step)]
-    dumped = [r for ep in eps for r in skill_dump_record(ep, iteration=1, mode=cfg.skill_routing,
-                                                          w_ep=cfg.episode_skill_adv_weight,
-                                                          w_step=cfg.step_skill_adv_weight)["routed"]]
-    assert dumped == trained and any(trained)
+    donor_routes = {m["traj_id"]: m["skills_from"] for m in (e.custom_data["opid"] for e in eps)}
+    routes = trained_routes(cfg, eps, module)
+    assert any(r for labels in routes.values() for r in labels)
+    for tid, traj in t.trajectories.items():  # each trajectory trained with its donor's analysis
+        assert traj.skills.episode_skill == by_traj[donor_routes[tid]]["skills"]["episode_skill"]
 
 
 def _alfworld_episode(commands, group_id="g"):
@@ -336,7 +378,7 @@ def _alfworld_episode(commands, group_id="g"):
 def test_env_rejected_commands_are_invalid_only_when_asked():
     """invalid_action_source='env': a well-formed command the game rejects ('Nothing happens.') is invalid for
     the penalty; 'format' (the reference, the default) counts the response's format only."""
-    from opid_rllib.groups import step_validity
+    from opid_rllib.connectors.outcome import step_validity
 
     env, _ = _alfworld_episode([])
     here = next(a for a in env._admissible() if a.startswith("go to "))
@@ -347,8 +389,7 @@ def test_env_rejected_commands_are_invalid_only_when_asked():
     _, other = _alfworld_episode([here, "look", "look"])
     for source, want_differ in (("format", False), ("env", True)):
         eps = [copy.deepcopy(ep), copy.deepcopy(other)]
-        attach_outcome_advantages(eps, 0.1, "mean_std", source)
-        adv = [e.custom_data["opid"]["outcome_adv"] for e in eps]
+        adv = [list(a) for a in outcome_advantages(eps, 0.1, "mean_std", source)]
         assert (len(set(adv[0] + adv[1])) > 1) == want_differ  # R = 0 everywhere: only the penalty differs
         if want_differ:
             assert adv[0][1] < 0 < adv[0][0]  # the rejected step is pushed down, the rest up
@@ -368,9 +409,8 @@ def test_nonfinite_rescores_fall_back_and_are_counted(setup):
     from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
     cfg, episodes, module = setup
-    cfg = copy.deepcopy(cfg)
-    cfg.normalize_teacher_adv = True
-    pieces = opid_learner_connectors(cfg)
+    cfg = copy.deepcopy(cfg).experimental(normalize_teacher_adv=True)
+    pieces = learner_connectors(cfg)
     shared, batch = {}, {}
     for piece in pieces[:-1]:
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=None)
@@ -384,19 +424,21 @@ def test_nonfinite_rescores_fall_back_and_are_counted(setup):
     out = pieces[-1](rl_module=module, batch=batch, episodes=episodes, shared_data=shared,
                      metrics=metrics)["default_policy"]
     assert np.isfinite(out["advantages"].numpy()).all() and np.isfinite(out["old_logp"].numpy()).all()
-    assert not out["teacher_delta"][ep_row].any() and not out["teacher_delta"][old_row].any()
+    mask = out["response_mask"].numpy()
+    outcome_only = t.outcome_adv[:, None] * mask
+    np.testing.assert_array_equal(out["advantages"][ep_row].numpy(), outcome_only[ep_row])
     assert not out["response_mask"][old_row].any() and out["response_mask"][ep_row].any()
     assert metrics.peek(("opid", "nonfinite", "teacher_rows_ep")) == 1
     assert metrics.peek(("opid", "nonfinite", "old_logp_rows")) == 1
     assert metrics.peek(("opid", "nonfinite", "teacher_rows_step")) == 0
     others = np.setdiff1d(np.flatnonzero(t.use_episode), [ep_row, old_row])
-    assert out["teacher_delta"][others].abs().sum() > 0   # the rest keep their teacher term
+    assert np.abs(out["advantages"][others].numpy() - outcome_only[others]).sum() > 0  # the rest keep their term
 
 
 def test_content_free_skills_control_on_real_rollouts(setup):
     """preset opid_content_free: every skill becomes filler of the same token length (the prompt-shift control);
     the learner routes and re-scores exactly the rows the real skills would, with the filler in the prompt."""
-    from opid_rllib.groups import CONTENT_FREE_FILLER, content_free_skills
+    from opid_rllib.experimental.controls import CONTENT_FREE_FILLER, content_free_skills
     from opid_rllib.presets import PRESETS
 
     assert PRESETS["opid_content_free"] == {"content_free_skills": True}
@@ -423,7 +465,7 @@ def test_content_free_skills_control_on_real_rollouts(setup):
 def test_content_free_text_has_the_asked_length():
     from transformers import AutoTokenizer
 
-    from opid_rllib.groups import content_free_text
+    from opid_rllib.experimental.controls import content_free_text
     from opid_rllib.models import resolve_model
 
     tok = AutoTokenizer.from_pretrained(str(resolve_model("tiny")))
@@ -438,13 +480,12 @@ def test_sampler_learner_logp_gap_is_logged_when_old_logp_is_recomputed(setup, r
     measured); without a recompute there is nothing to compare and no metric."""
     from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
-    from opid_rllib.token_logprobs import logp_gap
+    from opid_rllib.connectors.rescore import logp_gap
 
     cfg, episodes, module = setup
-    cfg = copy.copy(cfg)
-    cfg.recompute_old_logp = recompute
+    cfg = copy.copy(cfg).training(recompute_old_logp=recompute)
     metrics, shared, batch = MetricsLogger(), {}, {}
-    for piece in opid_learner_connectors(cfg):
+    for piece in learner_connectors(cfg):
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
     t = shared[SAMPLES]
     if not recompute:

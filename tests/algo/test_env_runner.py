@@ -138,3 +138,15 @@ def test_format_invalid_and_inadmissible_steps_are_counted():
         assert bad + inadm <= sum(len(e) for e in eps)
     finally:
         r.stop()
+
+
+def test_rllibs_sample_draws_fresh_tasks_on_every_call():
+    """RLlib's public entry point used to re-seed on every call, so it played the same tasks each time."""
+    r = GroupedTextEnvRunner(config=tiny_config(group_size=1, tasks_per_iter=3, max_steps=1, max_new_tokens=4,
+                                                analyzer="none", episode_skill_adv_weight=0.0,
+                                                step_skill_adv_weight=0.0))
+    try:
+        draws = [[e.custom_data["opid"]["task_id"] for e in r.sample()] for _ in range(3)]
+    finally:
+        r.stop()
+    assert all(len(d) == 3 for d in draws) and len({tuple(d) for d in draws}) == 3, draws

@@ -9,8 +9,8 @@ import pytest
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from envs.base import text_space
-from opid_rllib.groups import attach_outcome_advantages
-from opid_rllib.connectors import opid_learner_connectors
+from opid_rllib.connectors.outcome import OUTCOME_ADV
+from opid_rllib.algorithm import learner_connectors
 from opid_rllib.connectors import SAMPLES
 from opid_rllib.env_runner import GroupedTextEnvRunner
 from opid_rllib.prompts import insert_skills
@@ -63,18 +63,17 @@ def test_failed_analysis_gets_exact_outcome_advantage_and_key_never_leaks(server
     ok = [k for k in range(4) if k not in failed]
     assert all(skills[k]["episode_skill"] for k in ok)
 
-    attach_outcome_advantages(episodes, cfg.invalid_action_penalty, cfg.outcome_adv_norm)
-    # The untrained model's steps are all malformed with reward 0, so the driver's A_out is 0
-    # everywhere and "exactly A_out" could not be told from "zero". The pipeline takes A_out as
-    # given (driver side), so give every step a distinct non-zero one.
+    # The untrained model's steps are all malformed with reward 0, so A_out is 0 everywhere and "exactly A_out"
+    # could not be told from "zero": after the outcome connector, every step gets a distinct non-zero one.
     rng = np.random.default_rng(0)
-    for ep in episodes:
-        ep.custom_data["opid"]["outcome_adv"] = (rng.normal(size=len(ep)) + 2.0).astype(np.float32).tolist()
+    a_outs = [(rng.normal(size=len(ep)) + 2.0).astype(np.float32) for ep in episodes]
     module = LLMRLModule(observation_space=text_space(), action_space=text_space(), model_config=cfg.model_config)
     metrics = MetricsLogger()
     shared, batch = {}, {}
-    for piece in opid_learner_connectors(cfg):
+    for piece in learner_connectors(cfg):
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
+        if OUTCOME_ADV in shared and not isinstance(shared[OUTCOME_ADV], tuple):
+            shared[OUTCOME_ADV] = tuple(a_outs)
     out, t = batch["default_policy"], shared[SAMPLES]
     adv = out["advantages"].numpy()
     assert np.isfinite(adv).all()
@@ -83,7 +82,7 @@ def test_failed_analysis_gets_exact_outcome_advantage_and_key_never_leaks(server
 
     row, teacher_rows = 0, 0
     for k, ep in enumerate(episodes):
-        a_out = ep.custom_data["opid"]["outcome_adv"]
+        a_out = a_outs[k]
         prompts = ep.get_extra_model_outputs("prompt")
         resp = ep.get_extra_model_outputs("response_ids")
         rlen = ep.get_extra_model_outputs("response_len")

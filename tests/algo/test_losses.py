@@ -1,4 +1,5 @@
-"""ppo_token_loss on hand-computed numbers: clip, dual clip, k3 KL, entropy, OPSD term."""
+"""The paper's loss (ppo_token_loss) on hand-computed numbers: clip, dual clip, k3 KL, entropy; it has no parameter for
+a research term (tests/algo/test_experimental.py covers those)."""
 
 import math
 
@@ -22,7 +23,7 @@ def t(x):
 
 
 def test_clip_and_dual_clip_by_hand():
-    loss, stats = ppo_token_loss(t(LOGP), t(OLD), t(ADV), t(MASK), clip_low=0.2, clip_high=0.2, dual_clip_c=3.0,
+    loss, stats = ppo_token_loss(t(LOGP), t(OLD), t(ADV), t(MASK), clip_ratio_low=0.2, clip_ratio_high=0.2, dual_clip_c=3.0,
                                  kl_coeff=0.0, entropy_coeff=0.0)
     # token 1: A=+1, r=1.5 -> max(-1.5, -1.2) = -1.2            (clipped at 1 + 0.2)
     # token 2: A=-1, r=0.5 -> max(0.5, 0.8)  = 0.8              (clipped at 1 - 0.2)
@@ -54,20 +55,6 @@ def test_entropy_bonus_and_k3_kl_by_hand():
     assert stats["entropy"].item() == pytest.approx(sum(ENT[:4]))
 
 
-def test_kl_ref_diagnostic_leaves_teacher_rows_out_but_the_penalty_does_not():
-    """A teacher row's y_T was drawn from the skill prompt, not from pi_theta, so its k3 is no KL estimate: the loss
-    keeps its penalty (the trained objective), the kl_ref diagnostic and its token count cover the other rows."""
-    logp = torch.tensor([LOGP, LOGP], dtype=torch.float64)
-    two = lambda x: torch.tensor([x, x], dtype=torch.float64)  # noqa: E731
-    kw = dict(ref_logp=two(REF), kl_coeff=0.1, entropy_coeff=0.0)
-    loss, stats = ppo_token_loss(logp, two(OLD), two(ADV), two(MASK), teacher_rows=torch.tensor([0.0, 1.0]), **kw)
-    plain, plain_stats = ppo_token_loss(logp, two(OLD), two(ADV), two(MASK), **kw)
-    k3 = sum((math.exp(r - lp) - (r - lp) - 1) * m for r, lp, m in zip(REF, LOGP, MASK))
-    assert loss.item() == pytest.approx(plain.item())
-    assert stats["kl_ref"].item() == pytest.approx(k3) and stats["kl_ref_tokens"].item() == sum(MASK)
-    assert plain_stats["kl_ref"].item() == pytest.approx(2 * k3) and plain_stats["kl_ref_tokens"].item() == 2 * 4
-
-
 def test_k3_kl_is_clamped_at_10():
     # ref - logp = 5: exp(5) - 5 - 1 = 142.4 -> clamped to 10.
     logp, ref = [-6.0], [-1.0]
@@ -75,62 +62,6 @@ def test_k3_kl_is_clamped_at_10():
                                  entropy_coeff=0.0)
     assert stats["kl_ref"].item() == pytest.approx(10.0)
     assert loss.item() == pytest.approx(10.0)
-
-
-def test_opsd_term_and_gradient():
-    """-c * Delta * log pi_theta: its gradient w.r.t. log pi_theta is -c * Delta on real tokens."""
-    delta = [0.3, -0.2, 0.0, 1.0, 5.0]
-    logp = t(LOGP).requires_grad_(True)
-    loss, _ = ppo_token_loss(logp, t(LOGP), t([0.0] * 5), t(MASK), teacher_delta=t(delta), kl_coeff=0.0,
-                             entropy_coeff=0.0, opsd_coeff=0.5)
-    assert loss.item() == pytest.approx(sum(-0.5 * d * lp for d, lp, m in zip(delta, LOGP, MASK) if m))
-    loss.backward()
-    assert logp.grad[0].tolist() == pytest.approx([-0.5 * d * m for d, m in zip(delta, MASK)])
-
-
-def test_teacher_sample_likelihood_acts_past_the_clip():
-    """-c_T * log pi_theta on teacher rows only: where the clip has zeroed the PPO gradient (A > 0, r > 1 + eps),
-    the teacher row still gets -c_T per real token and the student's own row gets nothing."""
-    logp = torch.tensor([LOGP, LOGP], dtype=torch.float64, requires_grad=True)
-    old, mask = torch.tensor([OLD, OLD], dtype=torch.float64), torch.tensor([MASK, MASK], dtype=torch.float64)
-    adv = torch.tensor([[1.0, 0.0, 0.0, 0.0, 0.0]] * 2, dtype=torch.float64)  # token 0: r = 1.5, clipped
-    rows = torch.tensor([0.0, 1.0], dtype=torch.float64)  # row 1 was sampled by the skill teacher
-    loss, stats = ppo_token_loss(logp, old, adv, mask, teacher_rows=rows, teacher_sft_coeff=0.5, kl_coeff=0.0,
-                                 entropy_coeff=0.0)
-    nll = -sum(lp * m for lp, m in zip(LOGP, MASK))
-    assert stats["teacher_sft_nll"].item() == pytest.approx(nll)
-    assert loss.item() == pytest.approx(2 * -1.2 + 0.5 * nll)
-    loss.backward()
-    assert logp.grad[0].tolist() == pytest.approx([0.0] * 5)
-    assert logp.grad[1].tolist() == pytest.approx([-0.5 * m for m in MASK])
-    off, _ = ppo_token_loss(logp.detach(), old, adv, mask, teacher_rows=rows, kl_coeff=0.0, entropy_coeff=0.0)
-    assert off.item() == pytest.approx(2 * -1.2)  # c_T = 0 (the default): the plain clipped loss
-
-
-def test_teacher_anchor_rows_get_only_their_kl_to_the_reference():
-    """Anchor rows (x + skill, y_T): no clipped term, entropy or ref KL at kl_coeff, only c_A * k3(ref, logp); the
-    student's row keeps exactly its loss and its diagnostics ignore the anchor row."""
-    logp = torch.tensor([LOGP, LOGP], dtype=torch.float64, requires_grad=True)
-    two = lambda x: torch.tensor([x, x], dtype=torch.float64)  # noqa: E731
-    kw = dict(entropy=two(ENT), ref_logp=two(REF), kl_coeff=0.1, entropy_coeff=0.01)
-    loss, stats = ppo_token_loss(logp, two(OLD), two(ADV), two(MASK), anchor_rows=torch.tensor([0.0, 1.0]),
-                                 anchor_coeff=0.5, **kw)
-    alone, alone_stats = ppo_token_loss(t(LOGP), t(OLD), t(ADV), t(MASK), **{k: v[:1] if torch.is_tensor(v) else v
-                                                                              for k, v in kw.items()})
-    k3 = [math.exp(r - lp) - (r - lp) - 1 for r, lp in zip(REF, LOGP)]
-    anchor_kl = sum(k * m for k, m in zip(k3, MASK))
-    assert loss.item() == pytest.approx(alone.item() + 0.5 * anchor_kl)
-    assert stats["teacher_anchor_kl"].item() == pytest.approx(anchor_kl)
-    assert stats["teacher_anchor_tokens"].item() == sum(MASK)
-    for k in ("policy_loss", "clip_frac", "approx_kl_old", "entropy", "kl_ref"):
-        assert stats[k].item() == pytest.approx(alone_stats[k].item())
-    loss.backward()
-    # d k3 / d logp = 1 - exp(ref - logp): a token the teacher now finds less likely than the base did
-    # (logp < ref) is pushed back up, one it finds more likely is pulled down.
-    assert logp.grad[1].tolist() == pytest.approx([0.5 * (1 - math.exp(r - lp)) * m
-                                                   for r, lp, m in zip(REF, LOGP, MASK)])
-    with pytest.raises(ValueError, match="anchor_coeff > 0 needs ref_logp"):
-        ppo_token_loss(logp, two(OLD), two(ADV), two(MASK), anchor_rows=torch.tensor([0.0, 1.0]), anchor_coeff=0.5)
 
 
 def test_nonfinite_values_on_padding_do_not_reach_the_loss():
@@ -159,3 +90,14 @@ def test_entropy_and_logprobs_stay_finite_with_a_minus_inf_logit():
                                   with_entropy=True)
     assert torch.isfinite(logp).all() and torch.isfinite(ent).all()
     assert (logp[1, 1:] == 0).all() and (ent[1, 1:] == 0).all() and (ent[:, 0] > 0).all()
+
+
+def test_the_paper_loss_has_no_parameter_for_a_research_term():
+    import inspect
+
+    from opid_rllib.settings import EXPERIMENTAL_SETTINGS
+
+    params = set(inspect.signature(ppo_token_loss).parameters)
+    assert params == {"logp", "old_logp", "adv", "mask", "entropy", "ref_logp", "clip_ratio_low", "clip_ratio_high",
+                      "dual_clip_c", "kl_coeff", "entropy_coeff"}
+    assert not params & set(EXPERIMENTAL_SETTINGS)

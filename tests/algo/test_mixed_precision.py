@@ -97,3 +97,28 @@ def test_unknown_dtype_is_a_clear_error():
     mc = dict(cfg.model_config, dtype="fp8")
     with pytest.raises(ValueError, match="dtype"):
         LLMRLModule(observation_space=text_space(), action_space=text_space(), model_config=mc)
+
+
+def test_bf16_hf_sampling_is_rescored_and_its_gap_logged():
+    """The HF sampler in bf16 holds cast weights, the learner fp32 masters under autocast: pi_old is recomputed by
+    default (connectors.recompute_old_logp) and the sampler/learner gap is measured and logged, not assumed zero.
+    float32 HF sampling keeps the sampler's log-probs (equal within 1e-4, tests/algo/test_connectors.py)."""
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    from opid_rllib.algorithm import learner_connectors
+    from opid_rllib.connectors import SAMPLES, recompute_old_logp
+    from tests.algo.helpers import rollouts_and_module
+
+    assert not recompute_old_logp(tiny_config()) and recompute_old_logp(tiny_config(dtype="bfloat16"))
+    assert not recompute_old_logp(tiny_config(dtype="bfloat16", recompute_old_logp=False))
+    cfg, episodes, module = rollouts_and_module(dtype="bfloat16")
+    assert module.compute_dtype == torch.bfloat16 and next(module.model.parameters()).dtype == torch.float32
+    metrics, shared, batch = MetricsLogger(), {}, {}
+    for piece in learner_connectors(cfg):
+        batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
+    t = shared[SAMPLES]
+    tokens = sum(len(x) for x in t.sampling_logp)
+    assert metrics.peek(("opid", "sampler", "logp_gap_tokens")) == tokens > 0
+    gap_mean, gap_max = (metrics.peek(("opid", "sampler", k)) for k in ("logp_gap_mean", "logp_gap_max"))
+    assert 0 < gap_mean <= gap_max  # bf16 sampler against the learner's autocast forward: measurably apart
+    np.testing.assert_array_equal(batch["default_policy"]["old_logp"][0, :len(t.logp_old[0])].numpy(), t.logp_old[0])

@@ -9,11 +9,13 @@ import ray
 import torch
 
 from opid_rllib.advantages import plan_match
-from opid_rllib.connectors import SAMPLES, opid_learner_connectors
-from opid_rllib.connectors.teacher_samples import TeacherSamples
+from opid_rllib.algorithm import learner_connectors
+from opid_rllib.connectors import SAMPLES
+from opid_rllib.experimental.teacher_samples import ANCHOR, SAMPLE_DELTA, TeacherSamples
 from opid_rllib.generation.hf import HFBackend
 from opid_rllib.losses import ppo_token_loss
-from opid_rllib.prompts import project_action
+from opid_rllib.presets import apply_settings
+from opid_rllib.prompts import insert_skills, project_action
 from tests.algo.helpers import rollouts_and_module, tiny_config
 
 W, W_T = 0.5, 1.0
@@ -22,6 +24,11 @@ W, W_T = 0.5, 1.0
 @pytest.fixture(scope="module")
 def setup():
     return rollouts_and_module(episode_skill_adv_weight=W, step_skill_adv_weight=W, teacher_sample_adv_weight=W_T)
+
+
+def sample_delta(t):
+    """Delta_T per row (None on the student's rows); the column exists only while the plug-in is on."""
+    return t.extra.get(SAMPLE_DELTA, [None] * len(t))
 
 
 class _Metrics:
@@ -33,11 +40,10 @@ class _Metrics:
 
 
 def run(cfg, episodes, module, seed=0, **over):
-    cfg = copy.deepcopy(cfg)
-    cfg._set(**over)
+    cfg = apply_settings(copy.deepcopy(cfg), **over)
     shared, batch, metrics = {}, {}, _Metrics()
     torch.manual_seed(seed)
-    for piece in opid_learner_connectors(cfg):
+    for piece in learner_connectors(cfg):
         batch = piece(rl_module=module, batch=batch, episodes=episodes, shared_data=shared, metrics=metrics)
     return batch["default_policy"], shared[SAMPLES], metrics.values
 
@@ -46,19 +52,21 @@ def test_teacher_rows_follow_their_source_with_delta_t_as_advantage(setup):
     cfg, episodes, module = setup
     out, t, metrics = run(cfg, episodes, module, seed=7)
     n_steps = sum(len(e) for e in episodes)
-    teacher = [j for j, d in enumerate(t.sample_delta) if d is not None]
+    teacher = [j for j, d in enumerate(sample_delta(t)) if d is not None]
     assert teacher and len(t) == n_steps + len(teacher) == out["advantages"].shape[0]
     assert metrics["opid/teacher_samples/rows"] == len(teacher)
-    assert out["teacher_rows"].tolist() == [float(d is not None) for d in t.sample_delta]  # the likelihood term's rows
+    assert out["teacher_rows"].tolist() == [float(d is not None) for d in sample_delta(t)]  # the likelihood term's rows
     src = [j - 1 for j in teacher]
     # Each teacher row sits right after the step-skill row it was drawn for, with that row's plain prompt.
-    assert all(t.sample_delta[i] is None and t.use_step[i] for i in src)
+    assert all(sample_delta(t)[i] is None and t.use_step[i] for i in src)
     assert sum(t.use_step) == len(teacher)  # rows="step": one teacher row per step-skill row
     for i, j in zip(src, teacher):
         assert (t.prompt[j], t.traj_id[j], t.step_index[j]) == (t.prompt[i], t.traj_id[i], t.step_index[i])
         assert not t.use_step[j] and not t.use_episode[j] and t.outcome_adv[j] == 0
     # The responses are samples of the old policy under the STEP-SKILL prompt: same RNG state, same tokens.
-    skill_ids, _ = module.encode_prompts([t.prompt_step[i] for i in src])
+    skill_ids = [t.prompt_step[i] for i in src]  # SkillPrompts' token ids of x + step skill
+    assert skill_ids == module.encode_prompts([insert_skills(t.prompt[i], step_skill=t.step_skill[i])
+                                               for i in src])[0]
     torch.manual_seed(7)
     gens = HFBackend(model=module.model, tokenizer=module.tokenizer,
                      stop=module.model_config["backend_kwargs"]["stop"]).generate(
@@ -73,11 +81,11 @@ def test_teacher_rows_follow_their_source_with_delta_t_as_advantage(setup):
         r = len(y)
         np.testing.assert_allclose(out["old_logp"][j, :r].numpy(), lp_student, atol=1e-5)
         np.testing.assert_allclose(out["advantages"][j, :r].numpy(), W_T * (lp_teacher - lp_student), atol=1e-4)
-        assert np.all(out["advantages"][j, r:].numpy() == 0) and np.all(out["teacher_delta"][j].numpy() == 0)
+        assert np.all(out["advantages"][j, r:].numpy() == 0)
     # The student's own rows keep exactly the advantage they get without teacher samples.
     base, t0, m0 = run(cfg, episodes, module, teacher_sample_adv_weight=0.0)
-    own = [j for j in range(len(t)) if t.sample_delta[j] is None]
-    assert len(t0) == n_steps and all(d is None for d in t0.sample_delta) and "opid/teacher_samples/rows" not in m0
+    own = [j for j in range(len(t)) if sample_delta(t)[j] is None]
+    assert len(t0) == n_steps and all(d is None for d in sample_delta(t0)) and "opid/teacher_samples/rows" not in m0
     width = base["advantages"].shape[1]
     np.testing.assert_allclose(out["advantages"][own, :width].numpy(), base["advantages"].numpy(), atol=1e-5)
 
@@ -86,7 +94,7 @@ def test_routed_rows_and_plan_diagnostics(setup):
     cfg, episodes, module = setup
     _, t, metrics = run(cfg, episodes, module, teacher_sample_rows="routed")
     n_steps = sum(len(e) for e in episodes)
-    teacher = [j for j, d in enumerate(t.sample_delta) if d is not None]
+    teacher = [j for j, d in enumerate(sample_delta(t)) if d is not None]
     assert len(teacher) + metrics["opid/teacher_samples/empty"] == n_steps  # critical-first routes every row
     # The teacher's action is projected with the runner's prompt family (carried per row from the episode)
     # and compared with the env's expert next action, as the student's is.
@@ -104,7 +112,7 @@ def test_one_step_on_teacher_rows_moves_the_student_toward_the_teacher(setup):
     clipped loss on those rows raises log pi(y_T | x): the teacher's choice reaches the plain prompt."""
     cfg, episodes, module = setup
     out, t, _ = run(cfg, episodes, module, seed=11, clip_teacher_adv=None)
-    rows = [j for j, d in enumerate(t.sample_delta) if d is not None and float(np.sum(d)) > 0]
+    rows = [j for j, d in enumerate(sample_delta(t)) if d is not None and float(np.sum(d)) > 0]
     assert rows
     student = copy.deepcopy(module)
     sub = {k: v[rows] for k, v in out.items()}
@@ -121,7 +129,7 @@ def test_one_step_on_teacher_rows_moves_the_student_toward_the_teacher(setup):
 
 def test_bad_rows_setting_names_the_field():
     with pytest.raises(ValueError, match="teacher_sample_rows='all'"):
-        TeacherSamples(weight=1.0, rows="all")
+        TeacherSamples(teacher_sample_adv_weight=1.0, teacher_sample_rows="all", teacher_anchor_coeff=0.0)
     cfg = tiny_config(teacher_sample_adv_weight=-0.1, teacher_sample_rows="all")
     with pytest.raises(ValueError) as e:
         cfg.validate()
@@ -152,19 +160,19 @@ def test_teacher_anchor_rows_carry_the_skill_prompt_and_no_advantage(setup):
     cfg, episodes, module = setup
     out, t, metrics = run(cfg, episodes, module, seed=7, teacher_anchor_coeff=0.5)
     base, t0, m0 = run(cfg, episodes, module, seed=7)
-    anchor = [j for j in range(len(t)) if t.anchor[j]]
-    teacher = [j for j, d in enumerate(t.sample_delta) if d is not None]
+    anchor = [j for j in range(len(t)) if t.extra[ANCHOR][j]]
+    teacher = [j for j, d in enumerate(sample_delta(t)) if d is not None]
     assert anchor and [j - 1 for j in anchor] == teacher and len(t) == len(t0) + len(anchor)
-    assert out["anchor_rows"].tolist() == t.anchor.tolist() and "anchor_rows" not in base
+    assert out["anchor_rows"].tolist() == list(t.extra[ANCHOR]) and "anchor_rows" not in base
     src = [j - 2 for j in anchor]
-    skill_ids, _ = module.encode_prompts([t.prompt_step[i] for i in src])
+    skill_ids = [t.prompt_step[i] for i in src]
     for k, j in enumerate(anchor):
         y = t.response_ids[j]
         assert y == t.response_ids[j - 1] and t.prompt_ids[j] == list(skill_ids[k])
-        assert t.prompt[j] == t.prompt_step[src[k]]
+        assert t.prompt[j] == insert_skills(t.prompt[src[k]], step_skill=t.step_skill[src[k]])
         np.testing.assert_allclose(out["old_logp"][j, :len(y)].numpy(), module.score([skill_ids[k]], [y])[0], atol=1e-4)
-        assert not out["advantages"][j].any() and not out["teacher_delta"][j].any() and out["teacher_rows"][j] == 0
-    rest = [j for j in range(len(t)) if not t.anchor[j]]
+        assert not out["advantages"][j].any() and out["teacher_rows"][j] == 0
+    rest = [j for j in range(len(t)) if not t.extra[ANCHOR][j]]
     width = base["advantages"].shape[1]
     np.testing.assert_allclose(out["advantages"][rest, :width].numpy(), base["advantages"].numpy(), atol=1e-5)
     adv_stats = {k: v for k, v in metrics.items() if k.startswith("opid/adv/")}
@@ -194,7 +202,7 @@ def test_learner_reports_kl_ref_per_token_of_the_policys_own_rows():
     batch: teacher rows neither add to it nor dilute it (they would, with y_T drawn from the skill prompt)."""
     from tests.algo.test_mixed_precision import _batch, _learner
 
-    learner = _learner(kl_coeff=0.01, minibatch_size=None)
+    learner = _learner(kl_coeff=0.01, minibatch_size=None, teacher_sample_adv_weight=1.0)
     module = learner.module["default_policy"].unwrapped()
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():  # a reference that differs from the policy, so that k3 > 0

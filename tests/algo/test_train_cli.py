@@ -71,6 +71,9 @@ def _run(fn, *a) -> tuple[int, str, str]:
     (["--env-kwargs", '{"expret": "sweep"}'], "unknown setting(s) ['expret']"),
     (["--env", "searchqa", "--env-kwargs", '{"topk": "x"}'], "env setting topk='x': must be an integer"),
     (["--lr", "-0.001"], "lr=-0.001: must be > 0"),
+    (["--kl-coeff", "-0.1"], "kl_coeff=-0.1: must be >= 0"),
+    (["--clip-ratio-low", "1.5"], "clip_ratio_low=1.5: must be in (0, 1)"),
+    (["--micro-batch-size", "0"], "--micro-batch-size"),
 ])
 def test_bad_input_is_one_line_before_ray(tmp_path, argv, says):
     out_dir = tmp_path / "run"
@@ -151,7 +154,8 @@ def test_analyzer_options_reach_the_config():
     p = build_parser()
     cfg = config_from_args(p.parse_args(["--analyzer-option", "on_plan_step_skills=3",
                                          "--analyzer-option", "timeout_s=2.5", "--analyzer-option", "model=m-1"]))
-    assert cfg.analyzer_config == {"on_plan_step_skills": 3, "timeout_s": 2.5, "model": "m-1"}
+    assert cfg.analyzer_config == {"timeout_s": 2.5, "model": "m-1"}
+    assert cfg.hindsight_options == {"on_plan_step_skills": 3}  # a research switch: through experimental()
     # a tuned example (the weight sweep) takes it on top of its own config
     import runpy
 
@@ -159,7 +163,7 @@ def test_analyzer_options_reach_the_config():
 
     sweep = runpy.run_path(str(ROOT / "tuned_examples" / "alfworld_opid_weight_sweep.py"), run_name="x")["config"]
     sweep = apply_overrides(sweep, p.parse_args(["--analyzer-option", "on_plan_step_skills=2"]))
-    assert sweep.analyzer_config["on_plan_step_skills"] == 2
+    assert sweep.hindsight_options["on_plan_step_skills"] == 2
 
 
 def test_env_kwargs_and_normalize_teacher_adv_reach_the_config():
@@ -178,6 +182,24 @@ def test_env_kwargs_and_normalize_teacher_adv_reach_the_config():
     sweep = apply_overrides(sweep, p.parse_args(["--env-kwargs", '{"expert": "sweep"}', "--normalize-teacher-adv"]))
     assert sweep.env_config["expert"] == "sweep" and sweep.env_config["split"] == "train"
     assert sweep.normalize_teacher_adv is True
+
+
+def test_the_papers_loss_settings_have_flags_and_research_ones_their_own_group():
+    p = build_parser()
+    cfg = config_from_args(p.parse_args([
+        "--kl-coeff", "0.001", "--entropy-coeff", "0", "--clip-ratio-low", "0.1", "--clip-ratio-high", "0.28",
+        "--invalid-action-penalty", "0.01", "--max-step-skills-per-traj", "2", "--micro-batch-size", "4",
+        "--opsd-loss-coeff", "0.01", "--clip-teacher-adv", "1.5"]))
+    assert (cfg.kl_coeff, cfg.entropy_coeff, cfg.clip_ratio_low, cfg.clip_ratio_high) == (0.001, 0.0, 0.1, 0.28)
+    assert (cfg.invalid_action_penalty, cfg.max_step_skills_per_traj, cfg.micro_batch_size) == (0.01, 2, 4)
+    assert (cfg.opsd_loss_coeff, cfg.clip_teacher_adv) == (0.01, 1.5)
+    from opid_rllib.settings import EXPERIMENTAL_SETTINGS
+
+    group = next(g for g in p._action_groups if g.title.startswith("experimental"))
+    research = {a.dest for a in group._group_actions}
+    assert research and research <= set(EXPERIMENTAL_SETTINGS)
+    others = {a.dest for g in p._action_groups if g is not group for a in g._group_actions}
+    assert not others & set(EXPERIMENTAL_SETTINGS)
 
 
 def test_help_groups_the_flags_and_answers_in_under_a_second():

@@ -238,13 +238,15 @@ def test_train_task_ids_and_the_content_free_control_end_to_end(ray_local, tmp_p
     algo = cfg.build_algo()
     try:
         algo.train()
-        tok = algo._tokenizer()
+        tok = algo.policy_tokenizer()
     finally:
         algo.stop()
     recs = [json.loads(line) for line in open(glob.glob(str(tmp_path / "opid_skills" / "iter_*.jsonl"))[0])]
     assert recs and {r["task_id"] for r in recs} <= set(ids)
     texts = [r["skills"]["episode_skill"] for r in recs if r["skills"]]
     assert texts and all((CONTENT_FREE_FILLER * 50).startswith(t) for t in texts)  # the filler, cut at a token
+    # The dump's routes are the learner's (OPID.training_step pops them from its results): one label per step.
+    assert all(len(r["routed"]) == len(r["actions"]) for r in recs) and any(x for r in recs for x in r["routed"])
     bad = tiny_config(train_task_ids=["no-such-task"])
     with pytest.raises(ValueError, match="train_task_ids: 1 not among env"):
         bad.build_algo()
