@@ -169,7 +169,7 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         """skills="oracle" plays with the skill teacher's prompt at every step (see `_oracle_pass`):
         the skill-headroom evaluation. Training always plays plain prompts ("none").
         skill_routes (group_size 1, one per task id): step t of episode k plays from its plain prompt with
-        skill_routes[k][t]'s skills inserted (a `routing.SkillRoute`; none past its end), as OPID's re-score
+        skill_routes[k][t] = (episode skill, step skill) inserted (either None; none past its end), as OPID's re-score
         inserts them: the self-teacher acting on the skills written for another play (eval/gap.py)."""
         if skills not in ("none", "oracle"):
             raise ValueError(f"skills={skills!r}: must be 'none' or 'oracle'")
@@ -263,9 +263,8 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
             prompt = insert_skills(prompt, episode_skill=self._skill_cache[sl["task_id"]])
         t = len(sl["history"])
         if sl.get("routes") and t < len(sl["routes"]):
-            r = sl["routes"][t]
-            if r.episode_skill is not None or r.step_skill is not None:
-                prompt = insert_skills(prompt, episode_skill=r.episode_skill, step_skill=r.step_skill)
+            episode_skill, step_skill = sl["routes"][t]
+            prompt = insert_skills(prompt, episode_skill=episode_skill, step_skill=step_skill)
         return prompt
 
     def _oracle_pass(self, live, prompts, gens, cut, temp, gen_seed, counts):

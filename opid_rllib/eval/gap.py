@@ -43,34 +43,38 @@ def _play(runner, chunk: Sequence[str], *, temperature: float, seed: int, analyz
     return out
 
 
-def _routes(ep, routing: dict) -> list:
-    from opid_rllib.routing import SkillRoute, skill_routes
+def _routes(ep, routing: dict) -> list[tuple]:
+    """(episode skill, step skill) per step of a student episode, routed as the learner's SkillPrompts routes them."""
+    from opid_rllib.prompts.skills import route_trajectory, usable_skills
 
     if ep is None:
         return []
-    skills = ep.custom_data["opid"].get("skills")
-    if skills is None:
-        return [SkillRoute(None, None)] * len(ep)
-    return skill_routes(skills, len(ep), **routing)
+    s = usable_skills(ep.custom_data["opid"].get("skills"))
+    if s is None:
+        return [(None, None)] * len(ep)
+    routes = route_trajectory(len(ep), s.episode_skill, s.step_skills, **routing)
+    return [(s.episode_skill if r.use_episode else None, s.step_skills.get(t) if r.use_step else None)
+            for t, r in enumerate(routes)]
 
 
 def _deltas(module, ep, routes) -> list[dict[str, Any]]:
     """Per routed step of a student episode: the mean Delta per response token, the route and whether the step
     followed the expert's plan (None without a plan)."""
-    from opid_rllib.prompts import insert_skills
+    from opid_rllib.prompts.skills import insert_skills, route_label
 
     prompts = ep.get_extra_model_outputs("prompt")
     resp = ep.get_extra_model_outputs("response_ids")
     lens = ep.get_extra_model_outputs("response_len")
     infos, actions = ep.get_infos(), ep.get_actions()
     rows = []
-    for t, r in enumerate(routes):
-        if r.label is None or int(lens[t]) == 0:
+    for t, (episode_skill, step_skill) in enumerate(routes):
+        label = route_label(episode_skill is not None, step_skill is not None)
+        if label is None or int(lens[t]) == 0:
             continue
         plan = (infos[t] or {}).get("expert_actions") if t < len(infos) else None
         on_plan = None if not plan else " ".join(str(actions[t]).split()) == " ".join(str(plan[0]).split())
-        rows.append({"t": t, "route": r.label, "on_plan": on_plan, "plain": prompts[t],
-                     "skill": insert_skills(prompts[t], episode_skill=r.episode_skill, step_skill=r.step_skill),
+        rows.append({"t": t, "route": label, "on_plan": on_plan, "plain": prompts[t],
+                     "skill": insert_skills(prompts[t], episode_skill=episode_skill, step_skill=step_skill),
                      "response": [int(x) for x in resp[t][: int(lens[t])]]})
     if not rows:
         return []
@@ -135,7 +139,7 @@ def measure_gap(config, task_ids: Sequence[str], *, temperature: float | None = 
                 if ep is None:
                     continue
                 analysed += ep.custom_data["opid"].get("skills") is not None
-                usable += any(x.label for x in r)
+                usable += any(e is not None or st is not None for e, st in r)
                 deltas.extend(_deltas(runner.module, ep, r))
             t_eps = _play(runner, chunk, temperature=temp, seed=int(seed) + k, analyze=False, routes=routes)
             student += [bool(ep is not None and ep.custom_data["opid"]["won"]) for ep in eps]

@@ -7,7 +7,6 @@ import pytest
 
 from opid_rllib.cli.gap import main as gap_main
 from opid_rllib.eval.gap import SIGNAL_POINTS, verdict
-from opid_rllib.routing import SkillRoute
 
 HOUSES = dict(signs="hidden", houses=True, wrong_door_leads_on=True, n_rooms=3, max_steps=3)
 
@@ -31,7 +30,7 @@ def test_teacher_play_inserts_each_steps_route_and_nothing_past_its_end():
 
     runner = GroupedTextEnvRunner(config=_config())
     try:
-        routes = [[SkillRoute(None, "STEP-ZERO"), SkillRoute("EPISODE-ONE", None)], []]
+        routes = [[(None, "STEP-ZERO"), ("EPISODE-ONE", None)], []]
         eps = runner.sample_groups(["signpost-train-1", "signpost-train-2"], explore=False, analyze=False,
                                    group_size=1, temperature=1.0, seed=0, skill_routes=routes)
         first = eps[0].get_extra_model_outputs("prompt")
