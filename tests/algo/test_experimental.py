@@ -12,14 +12,8 @@ from opid_rllib.learner import loss_sum
 from opid_rllib.presets import PRESETS, apply_preset
 from opid_rllib.settings import EXPERIMENTAL_SETTINGS
 
-# Five tokens of one response; the last is padding (mask 0) and must not count (as tests/algo/test_losses.py).
-RATIO = [1.5, 0.5, 5.0, 1.0, 7.0]
-ADV = [1.0, -1.0, -1.0, 2.0, 9.0]
-MASK = [1.0, 1.0, 1.0, 1.0, 0.0]
-OLD = [-1.0, -2.0, -3.0, -0.5, -1.0]
-LOGP = [o + math.log(r) for o, r in zip(OLD, RATIO)]
-ENT = [0.5, 1.0, 1.5, 2.0, 9.0]
-REF = [-1.2, -2.5, -1.0, -0.5, -1.0]
+# The paper's loss tests' five tokens of one response (the last is padding and must not count).
+from tests.algo.test_losses import ADV, ENT, LOGP, MASK, OLD, REF  # noqa: E402
 # One value per research setting, each valid on its own (teacher-sample terms need w_T > 0 to have rows).
 RESEARCH = {"teacher_sample_adv_weight": 1.0, "teacher_sample_rows": "routed", "teacher_sample_sft_coeff": 0.5,
             "teacher_anchor_coeff": 0.5, "shuffle_skills": True, "content_free_skills": True,
