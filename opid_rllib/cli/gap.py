@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _config_from_flags(args):
     from opid_rllib.algorithm import OPIDConfig
     from opid_rllib.cli import key_value_args
-    from opid_rllib.presets import model_default
+    from opid_rllib.presets import apply_settings, model_default
 
     if not args.env or not args.model:
         raise ValueError("give --example NAME, or both --env and --model")
@@ -62,8 +62,8 @@ def _config_from_flags(args):
                              ("max_new_tokens", args.max_new_tokens or model_default(args.model, "max_new_tokens")))
            if v is not None}
     cfg = OPIDConfig().environment(args.env, env_config=env_config).llm(llm_model=args.model, **llm)
-    cfg.analyzer_settings(analyzer=args.analyzer, analyzer_config=key_value_args("--analyzer-option",
-                                                                               args.analyzer_option))
+    # as opid-train: the hindsight analyzer's research switches (quote_sampled, ...) go to experimental()
+    apply_settings(cfg, analyzer=args.analyzer, analyzer_config=key_value_args("--analyzer-option", args.analyzer_option))
     import envs
 
     if args.tasks.strip().isdigit():

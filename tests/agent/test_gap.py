@@ -76,12 +76,13 @@ def test_cli_prints_the_gap_and_writes_json(tmp_path, capsys):
                    "--max-steps", "3", "--max-new-tokens", "16", "--episode-skill-adv-weight", "0.1",
                    "--step-skill-adv-weight", "0.1", *sum((["--env-config", f"{k}={json.dumps(v)}"]
                                                            for k, v in HOUSES.items() if k != "max_steps"), []),
-                   "--json", str(out)])
+                   "--analyzer-option", "quote_sampled=false", "--json", str(out)])
     assert rc == 0
     printed = capsys.readouterr().out
     res = json.loads(out.read_text())
     assert f"gap {res['gap_points']:+.1f} points" in printed and "verdict: " in printed
     assert res["episodes"] == 2 and res["model"] == "tiny"
+    assert res["routing"]["analyzer"] == "hindsight"  # the research switch went through, as opid-train's does
 
 
 def test_cli_errors_name_the_fix(capsys):
