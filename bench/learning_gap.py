@@ -2,6 +2,7 @@
 
     python -m bench.learning_gap runs --arms grpo,opid --seeds 0,1,2 [--hint-share 1.0] [--stop-iters 30]
     python -m bench.learning_gap gap --hint-share 1.0         # one base's self-teacher gap (opid_rllib/eval/gap.py)
+    python -m bench.learning_gap gap --example alfworld_rung1 --base smollm2 --oracle --copies 4   # part 4's base
     python -m bench.learning_gap summary                      # bench/results/learning_gap.json + docs/img/gap_law.png
 
 Each finished run and gap is one JSON file under bench/results/learning_gap/ (its name says what it is), so the
@@ -83,10 +84,11 @@ def cmd_gap(args) -> int:
     else:
         from tuned_examples import alfworld_rung1 as R
 
-        cfg, tasks = R.gap_setup()
-        name = "gap-rung1.json"
-    result = measure_gap(cfg, tasks, seed=args.seed)
-    _write(name, dict(result, hint_share=args.hint_share, example=args.example,
+        cfg, tasks = R.gap_setup(copies=args.copies, base=args.base)
+        name = "gap-rung1.json" if args.base == "tiny" else f"gap-rung1-{args.base}.json"
+    result = measure_gap(cfg, tasks, seed=args.seed, oracle=args.oracle,
+                         log=lambda m: print(m, file=sys.stderr, flush=True))
+    _write(name, dict(result, hint_share=args.hint_share, example=args.example, base=args.base,
                       command=" ".join(["python -m bench.learning_gap", *sys.argv[1:]])))
     print(json.dumps({k: result[k] for k in ("student_success_pct", "teacher_success_pct", "gap_points",
                                              "verdict")}, indent=1))
@@ -196,6 +198,9 @@ def main(argv=None) -> int:
     g.add_argument("--example", choices=("signpost_skills", "alfworld_rung1"), default="signpost_skills")
     g.add_argument("--hint-share", type=float, default=1.0)
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--base", choices=("tiny", "smollm2"), default="tiny", help="alfworld_rung1's base model")
+    g.add_argument("--copies", type=int, default=8, help="alfworld_rung1: plays of each game")
+    g.add_argument("--oracle", action="store_true", help="also the oracle teacher's success (the ceiling)")
     sub.add_parser("summary")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()

@@ -1,7 +1,7 @@
 """`opid-gap`: before training, does OPID's skill term have a better teacher to distil? (opid_rllib/eval/gap.py)
 
     opid-gap --example signpost_skills [--hint-share 1.0]     # a tuned example's base, settings and tasks
-    opid-gap --example alfworld_rung1
+    opid-gap --example alfworld_rung1 [--base smollm2] [--oracle]
     opid-gap --env alfworld --model PATH --tasks 32 [--analyzer hindsight|openai] [--analyzer-option K=V] \
         [--episode-skill-adv-weight W] [--step-skill-adv-weight W] [--skill-routing critical_first] \
         [--temperature 1.0] [--max-steps 30] [--max-new-tokens 48] [--json OUT]
@@ -29,6 +29,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="measure a tuned example's base on its own tasks and settings (builds the base once)")
     ap.add_argument("--hint-share", type=float, default=None,
                     help="--example signpost_skills: the base's share of skill samples (default 1.0)")
+    ap.add_argument("--base", choices=("tiny", "smollm2"), default=None,
+                    help="--example alfworld_rung1: the tiny model's base (default) or SmolLM2-135M's")
+    ap.add_argument("--copies", type=int, default=None,
+                    help="--example alfworld_rung1: plays of each of its six games (default 8)")
+    ap.add_argument("--oracle", action="store_true",
+                    help="also play with the env expert's next command as the skill at every step (the ceiling)")
     ap.add_argument("--env", default=None, help="alfworld | webshop | searchqa | signpost (without --example)")
     ap.add_argument("--model", default=None, help="'tiny', a Hugging Face folder or hub id (without --example)")
     ap.add_argument("--env-config", action="append", default=[], metavar="K=V", help="env setting (repeatable)")
@@ -88,6 +94,10 @@ def main(argv=None) -> int:
             kw = {} if args.hint_share is None else {"hint_share": args.hint_share}
             if kw and args.example != "signpost_skills":
                 raise ValueError("--hint-share: only with --example signpost_skills")
+            rung1 = {k: v for k, v in (("base", args.base), ("copies", args.copies)) if v is not None}
+            if rung1 and args.example != "alfworld_rung1":
+                raise ValueError("--base, --copies: only with --example alfworld_rung1")
+            kw.update(rung1)
             cfg, tasks = importlib.import_module(f"tuned_examples.{args.example}").gap_setup(**kw)
         else:
             cfg, tasks = _config_from_flags(args)
@@ -104,7 +114,7 @@ def main(argv=None) -> int:
 
     try:
         result = measure_gap(cfg, tasks, temperature=args.temperature, seed=args.seed, batch_envs=args.batch_envs,
-                             log=lambda m: print(m, file=sys.stderr, flush=True))
+                             oracle=args.oracle, log=lambda m: print(m, file=sys.stderr, flush=True))
     except ValueError as e:
         print(f"opid-gap: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
@@ -117,6 +127,8 @@ def main(argv=None) -> int:
     print(f"Delta per token: on the expert's plan {fmt(d['on_plan']['delta_per_token'])} "
           f"({d['on_plan']['steps']} steps), off it {fmt(d['off_plan']['delta_per_token'])} "
           f"({d['off_plan']['steps']} steps)")
+    if "oracle_success_pct" in result:
+        print(f"oracle (the expert's next command as the skill at every step): {result['oracle_success_pct']:.1f} %")
     print(f"verdict: {result['verdict']}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -107,8 +107,12 @@ def verdict(gap_points: float, student_pct: float, teacher_pct: float) -> str:
 
 
 def measure_gap(config, task_ids: Sequence[str], *, temperature: float | None = None, seed: int = 0,
-                batch_envs: int = 16, log: Callable[[str], None] | None = print) -> dict[str, Any]:
+                batch_envs: int = 16, oracle: bool = False,
+                log: Callable[[str], None] | None = print) -> dict[str, Any]:
     """Play `task_ids` (repeats allowed) as the student, analyse, play them again as the self-teacher.
+
+    oracle: also play them a third time with the env expert's next command as the step skill at every step
+    (`opid-eval --skills oracle`): the ceiling a perfect analyzer would give, reported as `oracle_success_pct`.
 
     config: an OPIDConfig as for training (model, env + env_config, analyzer and its options, skill routing and the
     two skill weights); temperature: default the config's training temperature (the gap that training sees).
@@ -129,7 +133,7 @@ def measure_gap(config, task_ids: Sequence[str], *, temperature: float | None = 
     routing = {"mode": config.skill_routing, "w_ep": float(config.episode_skill_adv_weight),
                "w_step": float(config.step_skill_adv_weight)}
     runner = GroupedTextEnvRunner(config=config)
-    student, teacher, deltas, analysed, usable = [], [], [], 0, 0
+    student, teacher, ceiling, deltas, analysed, usable = [], [], [], [], 0, 0
     try:
         chunks = [list(task_ids[i:i + int(batch_envs)]) for i in range(0, len(task_ids), int(batch_envs))]
         for k, chunk in enumerate(chunks):
@@ -144,6 +148,12 @@ def measure_gap(config, task_ids: Sequence[str], *, temperature: float | None = 
             t_eps = _play(runner, chunk, temperature=temp, seed=int(seed) + k, analyze=False, routes=routes)
             student += [bool(ep is not None and ep.custom_data["opid"]["won"]) for ep in eps]
             teacher += [bool(ep is not None and ep.custom_data["opid"]["won"]) for ep in t_eps]
+            if oracle:
+                from opid_rllib.play import play_tasks
+
+                ceiling += [bool(r["won"]) for r in play_tasks(runner, chunk, temperature=temp, seed=int(seed) + k,
+                                                               batch_envs=len(chunk), progress=False,
+                                                               skills="oracle")]
             if log:
                 log(f"[gap] chunk {k + 1}/{len(chunks)}: student {100 * np.mean(student):.1f} %, teacher "
                     f"{100 * np.mean(teacher):.1f} % over {len(student)} episodes, {time.perf_counter() - t0:.0f}s")
@@ -163,4 +173,4 @@ def measure_gap(config, task_ids: Sequence[str], *, temperature: float | None = 
         "routing": dict(routing, analyzer=config.analyzer, analyzer_config=dict(config.analyzer_config or {})),
         "verdict": verdict(gap, s_pct, t_pct),
         "seconds": round(time.perf_counter() - t0, 1),
-    }
+    } | ({"oracle_success_pct": round(100.0 * float(np.mean(ceiling)), 2)} if oracle else {})

@@ -76,13 +76,16 @@ def test_cli_prints_the_gap_and_writes_json(tmp_path, capsys):
                    "--max-steps", "3", "--max-new-tokens", "16", "--episode-skill-adv-weight", "0.1",
                    "--step-skill-adv-weight", "0.1", *sum((["--env-config", f"{k}={json.dumps(v)}"]
                                                            for k, v in HOUSES.items() if k != "max_steps"), []),
-                   "--analyzer-option", "quote_sampled=false", "--json", str(out)])
+                   "--analyzer-option", "quote_sampled=false", "--oracle", "--json", str(out)])
     assert rc == 0
     printed = capsys.readouterr().out
     res = json.loads(out.read_text())
     assert f"gap {res['gap_points']:+.1f} points" in printed and "verdict: " in printed
     assert res["episodes"] == 2 and res["model"] == "tiny"
     assert res["routing"]["analyzer"] == "hindsight"  # the research switch went through, as opid-train's does
+    # the ceiling: a third play with the expert's next command as the skill at every step
+    assert 0.0 <= res["oracle_success_pct"] <= 100.0
+    assert f"oracle (the expert's next command as the skill at every step): {res['oracle_success_pct']:.1f} %" in printed
 
 
 def test_cli_errors_name_the_fix(capsys):
@@ -90,3 +93,5 @@ def test_cli_errors_name_the_fix(capsys):
     assert "--example NAME, or both --env and --model" in capsys.readouterr().err
     assert gap_main(["--env", "signpost", "--model", "tiny", "--tasks", "1", "--analyzer", "none"]) == 2
     assert "analyzer='none'" in capsys.readouterr().err
+    assert gap_main(["--example", "signpost_skills", "--base", "smollm2"]) == 2
+    assert "--base, --copies: only with --example alfworld_rung1" in capsys.readouterr().err
