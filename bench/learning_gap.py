@@ -34,7 +34,11 @@ ARMS = {
     "opid_w0.001": ("opid", {"episode_skill_adv_weight": 0.001, "step_skill_adv_weight": 0.001}),
     "content_free": ("opid_content_free", {}),
     "shuffled": ("opid_shuffled", {}),
+    # The one round of fixes the seed-1 collapse motivated (docs/LEARNING_GATE.md): half the lr, both arms.
+    "grpo_lr1e-4": ("grpo", {"lr": 1e-4}),
+    "opid_lr1e-4": ("opid", {"lr": 1e-4}),
 }
+FIX_ROUND = {"opid_lr1e-4": "grpo_lr1e-4"}
 
 
 def _name(kind: str, hint_share: float, arm: str = "", seed: int | None = None) -> str:
@@ -122,13 +126,21 @@ def summarize(items: list[dict], budget: int, rung1_gate: dict | None = None) ->
                                                                budget), 3)
                                              for s in seeds if (main, "opid", s) in runs]}
     for arm in ARMS:
-        if arm == "grpo":
+        if arm.startswith("grpo") or arm in FIX_ROUND:
             continue
         vals = minus_grpo(main, arm)
         summary[f"signpost_{arm}_auc_minus_grpo_per_seed"] = vals
         summary[f"signpost_{arm}_auc_minus_grpo"] = round(mean(vals), 2) if vals else None
     summary["signpost_contentfree_auc_minus_grpo"] = summary.pop("signpost_content_free_auc_minus_grpo")
     summary["signpost_shuffled_auc_minus_grpo"] = summary["signpost_shuffled_auc_minus_grpo"]
+    # the fix round: OPID against GRPO at the round's lr, seed by seed
+    for opid_arm, grpo_arm in FIX_ROUND.items():
+        pairs = [s for s in seeds if (main, opid_arm, s) in runs and (main, grpo_arm, s) in runs]
+        if pairs:
+            summary[f"signpost_{opid_arm}_iters_ratio"] = [
+                round(iters_ratio(runs[(main, opid_arm, s)], runs[(main, grpo_arm, s)], budget), 3) for s in pairs]
+            summary[f"signpost_{opid_arm}_auc_minus_{grpo_arm}_per_seed"] = [
+                round(area(main, opid_arm, s) - area(main, grpo_arm, s), 2) for s in pairs]
     law = []
     for h in sorted(gaps):
         vals = minus_grpo(h, "opid")

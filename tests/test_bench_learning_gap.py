@@ -32,6 +32,7 @@ def test_summary_compares_each_arm_with_grpo_on_the_same_seed_and_builds_the_law
         _run(1.0, "opid", 0, [0.0, 1.0, 1.0, 1.0], 4), _run(1.0, "opid", 1, [0.5, 1.0, 1.0], 3),
         _run(1.0, "content_free", 0, [0.0, 0.0, 0.25, 0.25]),
         _run(0.0, "grpo", 0, [0.0, 0.5, 0.5, 0.5]), _run(0.0, "opid", 0, [0.0, 0.25, 0.25, 0.25]),
+        _run(1.0, "grpo_lr1e-4", 0, [0.0, 0.0, 0.0, 0.25]), _run(1.0, "opid_lr1e-4", 0, [0.5, 1.0, 1.0], 3),
     ]
     s = summarize(items, budget=4, rung1_gate={"base": "rung 1", "gap_points": -70, "opid_minus_grpo_auc": -5.3,
                                               "per_seed": [-2.8, -10.1, -3.1]})
@@ -42,6 +43,10 @@ def test_summary_compares_each_arm_with_grpo_on_the_same_seed_and_builds_the_law
     assert s["signpost_opid_auc_minus_grpo_per_seed"] == [75.0, round(100 * (2.5 + 2.5 / 3) / 4 - 37.5, 2)]
     assert s["signpost_contentfree_auc_minus_grpo"] == 12.5  # seed 0 only: the arm did not run on seed 1
     assert s["signpost_shuffled_auc_minus_grpo"] is None
+    # the fix round's arms are set against GRPO at their own lr, not reported as arms against GRPO at 2e-4
+    assert s["signpost_opid_lr1e-4_iters_ratio"] == [0.75]
+    assert s["signpost_opid_lr1e-4_auc_minus_grpo_lr1e-4_per_seed"] == [round(100 * (2.5 + 2.5 / 3) / 4 - 6.25, 2)]
+    assert not any(k.startswith(("signpost_grpo_lr", "signpost_opid_lr1e-4_auc_minus_grpo_per")) for k in s)
     law = {row["base"]: row for row in s["law"]}
     assert law["signpost hint share 0"] == {"base": "signpost hint share 0", "gap_points": -3.0,
                                             "opid_minus_grpo_auc": -18.75, "per_seed": [-18.75]}
