@@ -113,13 +113,20 @@ def preflight_env(panel, env_config: Mapping[str, Any]) -> None:
             pass
 
 
+def looks_like_path(spec: str) -> bool:
+    """A folder, not a hub id ("org/name"): starts with . / ~, ends with a slash, or has two or more of them.
+    Why: `--model policy/` before `opid-export` wrote it was reported as a hub id missing from the HF cache."""
+    s = str(spec)
+    return s.startswith((".", "/", "~")) or s.endswith("/") or s.count("/") >= 2
+
+
 def resolve_model_path(spec: str) -> Path:
     """resolve_model with errors turned into one line that names --model."""
     from opid_rllib.models import ModelResolutionError, resolve_model
 
     s = str(spec)
     local = Path(s).expanduser()
-    if s.startswith((".", "/", "~")) and not local.exists():
+    if looks_like_path(s) and not local.exists():
         raise EvalError(f"--model {s!r}: no such path; pass an existing Hugging Face model folder "
                         "(config.json + weights + tokenizer), 'tiny' or 'smollm2-135m'")
     try:
