@@ -137,7 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the per-GPU memory plan for this config and exit before Ray starts "
                         "(opid_rllib/memory_plan.py)")
     g.add_argument("--checkpoint-freq", type=int, default=0, help="checkpoint every N iterations (0: never)")
-    g.add_argument("--checkpoint-at-end", action="store_true", help="checkpoint after the last iteration")
+    g.add_argument("--checkpoint-at-end", action=argparse.BooleanOptionalAction, default=True,
+                   help="save a checkpoint after the last iteration and print where (opid-export's input); "
+                        "--no-checkpoint-at-end: none")
     g.add_argument("--num-samples", type=int, default=1,
                    help="Tune: trials per point of a config's search space, seeded --seed, --seed + 1, ...; "
                         "a sweep ranks each point on the mean of its trials")
@@ -159,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--progress-every-s", type=float, default=None,
                    help="seconds between progress lines during an iteration (phase, pace, ETA; default 10, 0: none; "
                         "sweeps under Tune print none, Tune's table is their progress)")
-    g.add_argument("--verbose", type=int, default=2, choices=(0, 1, 2, 3), help="Tune's console verbosity")
-    g.add_argument("--tune-max-report-freq", type=int, default=5, help="seconds between Tune progress tables")
+    g.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2, 3),
+                   help="Tune's console verbosity: 1 its status table (default), 2 adds a line per result with the "
+                        "whole config, 3 every result in full")
+    g.add_argument("--tune-max-report-freq", type=int, default=30,
+                   help="at most one Tune status table per this many seconds (and one at the end)")
     return p
