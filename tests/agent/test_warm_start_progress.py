@@ -3,30 +3,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _rung0():
-    spec = importlib.util.spec_from_file_location("signpost_rung0", ROOT / "tuned_examples" / "signpost_rung0.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tuned_examples import signpost_rung0 as rung0
 
 
-def test_a_first_warm_start_build_says_so_and_prints_progress(tmp_path, capfd, one_thread):
-    rung0 = _rung0()
+def test_a_first_warm_start_build_says_so_and_prints_progress(tmp_path, capfd, monkeypatch, one_thread):
     assert 0 < rung0.PROGRESS_EVERY_S <= 10
-    rung0.WARM_START = dict(rung0.WARM_START, tasks=8, epochs=1)  # the recipe's shape, seconds instead of 30
+    monkeypatch.setattr(rung0, "WARM_START", dict(rung0.WARM_START, tasks=8, epochs=1))  # seconds, not 30
     said = []
     model = rung0.warm_start(cache_dir=tmp_path, log=said.append)
     assert (model / "config.json").exists() and model.parent == tmp_path / "models"
     assert len(said) == 1 and said[0].startswith("[rung0] building the format-only warm start once (8 games")
-    err = capfd.readouterr().err
     # the progress lines: at most every PROGRESS_EVERY_S, and the last step's
-    assert re.search(r"^\[opid-sft\] step (\d+)/\1 \(100%\)", err, re.M), err
+    assert re.search(r"^\[opid-sft\] step (\d+)/\1 \(100%\)", capfd.readouterr().err, re.M)
     said.clear()
     assert rung0.warm_start(cache_dir=tmp_path, log=said.append) == model and said == []  # cached: nothing to say
