@@ -120,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="play --eval-panel every N iterations and after the last one, at the eval temperature; "
                         "results under evaluation/ (TensorBoard, result.json, Tune)")
     g.add_argument("--eval-panel", default=None, help="what to play, a panel name (e.g. alfworld/valid_seen@v1)")
-    g.add_argument("--eval-episodes", type=int, default=None, help="play only the panel's first K games")
+    g.add_argument("--eval-episodes", type=int, default=None,
+                   help="play K of the panel's games, in turn from each task type (as opid-eval --episodes)")
     g.add_argument("--eval-num-env-runners", type=int, default=None,
                    help="remote evaluation runners (default 0: the training runners play the evaluation)")
     g.add_argument("--asha-grace", type=int, default=None,
@@ -146,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--select-panel", default=None,
                    help="sweeps: rank the points by their final policy's success on this held-out panel (e.g. "
                         "alfworld/valid_seen@v1; implies --checkpoint-at-end) instead of training success")
-    g.add_argument("--select-episodes", type=int, default=None, help="play only the first N games of --select-panel")
+    g.add_argument("--select-episodes", type=int, default=None,
+                   help="play N games of --select-panel, in turn from each task type")
     g.add_argument("--select-max-steps", type=int, default=None,
                    help="step cap on --select-panel (default: the env's evaluation cap, as opid-eval)")
     g.add_argument("--num-env-runners", type=int, default=None,
