@@ -17,6 +17,7 @@ def main(argv=None) -> int:
     if problem:
         print(f"opid-export: error: {problem}", file=sys.stderr)
         return 2
+    print(f"[opid-export] loading the policy from {args.checkpoint} (Ray, torch and the weights: seconds)", flush=True)
     out = export_checkpoint(args.checkpoint, args.out_dir)
     print(f"[opid-export] wrote the policy (a Hugging Face folder: weights, config, tokenizer) to {out}")
     return 0
