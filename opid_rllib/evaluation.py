@@ -10,8 +10,8 @@ What is played (OPIDConfig settings, settings.OPID_DEFAULTS):
   eval_panel       a name of envs.panels (e.g. "alfworld/valid_unseen@v1"): its split, its games in order;
   eval_task_ids    or an explicit list of task ids of the evaluation env's split;
                    neither: the evaluation env's own task list (its split; evaluation_config may change it);
-  evaluation_duration (RLlib's, unit "episodes"): how many of those, from the first; every one when it is
-                   larger than the list;
+  evaluation_duration (RLlib's, unit "episodes"): how many of those (a panel's in turn from each task type, as
+                   opid-eval --episodes plays them; a list's from the first); every one when it is larger than the list;
   eval_seed, eval_batch_envs: opid-eval's --seed and --batch-envs (chunk k of eval_batch_envs games samples with
                    seed eval_seed + k, wherever it runs, so the result does not depend on the number of runners);
   eval_fresh_seeds: the evaluation after iteration i starts at seed eval_seed + i * (number of chunks) instead;
@@ -116,6 +116,10 @@ def eval_task_list(cfg, runner=None) -> list[str]:
     else:
         ids = list(runner._make_env(0).task_ids())
     n = cfg.evaluation_duration if isinstance(cfg.evaluation_duration, int) else len(ids)
+    if panel is not None:  # opid-eval --episodes n's games, so the two give the same numbers
+        from envs.panels import spread_over_types
+
+        return spread_over_types(ids, n)
     return ids[:n]
 
 

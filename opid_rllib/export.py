@@ -9,15 +9,43 @@ from pathlib import Path
 MODULE_SUBDIR = os.path.join("learner_group", "learner", "rl_module", "default_policy")
 
 
+def checkpoint_problem(checkpoint: str | os.PathLike) -> str | None:
+    """What is wrong with `checkpoint` as opid-export's input, in one line naming the fix (None: it is one).
+
+    Why: given a folder that did not exist (a run saved no checkpoint) or a run folder, the message spoke of
+    "no policy module at learner_group/...", which says neither what happened nor what to pass."""
+    ckpt = Path(checkpoint).expanduser()
+    if (ckpt / MODULE_SUBDIR).is_dir():
+        return None
+    if not ckpt.exists():
+        return (f"{checkpoint}: this folder does not exist; train with opid-train (it saves a checkpoint at the end "
+                "and prints where) and pass that checkpoint_XXXXXX folder")
+    if not ckpt.is_dir():
+        return f"{checkpoint}: is a file; pass a checkpoint_XXXXXX folder written by opid-train"
+    inside = sorted(found_checkpoints(ckpt), key=lambda p: p.stat().st_mtime)
+    if inside:
+        return (f"{checkpoint}: holds no checkpoint itself but {len(inside)} below it; pass one, e.g. the latest: "
+                f"{inside[-1]}")
+    return (f"{checkpoint}: holds no checkpoint; point at a checkpoint_XXXXXX folder written by opid-train (one is "
+            "saved at the end unless --no-checkpoint-at-end) or by Algorithm.save_to_path")
+
+
+def found_checkpoints(folder: Path, depth: int = 3) -> list[Path]:
+    """Checkpoint folders up to `depth` levels under `folder` (a Tune experiment: experiment/trial/checkpoint_*)."""
+    found = []
+    for level in range(1, depth + 1):
+        found += [p for p in folder.glob("/".join(["*"] * level)) if (p / MODULE_SUBDIR).is_dir()]
+    return found
+
+
 def export_checkpoint(checkpoint: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
     """Load the learner's policy module from an OPID checkpoint and save model + tokenizer."""
+    problem = checkpoint_problem(checkpoint)
+    if problem:
+        raise FileNotFoundError(problem)
     from ray.rllib.core.rl_module.rl_module import RLModule
 
-    ckpt = Path(checkpoint).expanduser().resolve()
-    module_dir = ckpt / MODULE_SUBDIR
-    if not module_dir.is_dir():
-        raise FileNotFoundError(f"checkpoint={ckpt}: no policy module at {MODULE_SUBDIR}; pass the directory "
-                                "written by opid-train (checkpoint_XXXXX) or Algorithm.save_to_path")
+    module_dir = Path(checkpoint).expanduser().resolve() / MODULE_SUBDIR
     return save_policy(RLModule.from_checkpoint(str(module_dir)), out_dir)
 
 

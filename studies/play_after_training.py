@@ -3,8 +3,8 @@
     python -m studies.play_after_training --base SFT --out runs/play_after_training   # SmolLM2: about 17 min here
 
 Trains one GRPO iteration from --base with studies/smollm2_study.sh's settings (bf16, micro-batches of 4, lr 1e-5,
---tasks-per-iter tasks x 4 copies), then plays the first --episodes games of valid_unseen three times with the
-trained policy and the same seed: in this process, in studies/learning.py's spawned child (how the study plays now),
+--tasks-per-iter tasks x 4 copies), then plays --episodes games of valid_unseen (in turn from each task type) three
+times with the trained policy and the same seed: in this process, in studies/learning.py's spawned child (how the study plays now),
 and in this process again after ray.shutdown(). It prints each play's seconds and whether all three wrote the same
 responses in every game. Why: on an AVX-512 Xeon a study's play in the process that had trained ran at about half
 speed (docs/STUDIES.md), so studies/learning.py now plays in a child; this measures both on the machine at hand.

@@ -45,10 +45,13 @@ TARGET, WINDOW, STOP_ITERS = 0.9, 3, 30
 # every skill prompt lowered every token (Delta -0.4 to -0.6 per token, on-plan steps included) and OPID's term
 # pushed the format down until the policy wrote no command (docs/LEARNING_GATE.md).
 WARM_START = dict(tasks=200, epochs=2, lr=3e-3, batch_size=8, seed=0, skill_fraction=0.5)
+# Seconds between the warm start's progress lines (stderr): its first build took 25 s in silence.
+PROGRESS_EVERY_S = 8.0
 
 
-def warm_start(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The format-only base (see the module doc), built once per cache folder and its recipe."""
+def warm_start(cache_dir: str | os.PathLike | None = None, log=print) -> Path:
+    """The format-only base (see the module doc), built once per cache folder and its recipe; a first build says so
+    (`log`) and prints a progress line at least every PROGRESS_EVERY_S seconds while it trains."""
     from opid_rllib.models import resolve_model
     from opid_rllib.models.cache import _build_cached, default_cache_dir
     from opid_rllib.sft.demos import collect_demonstrations
@@ -62,12 +65,16 @@ def warm_start(cache_dir: str | os.PathLike | None = None) -> Path:
     key = hashlib.sha256(json.dumps([WARM_START, tiny.name, [(d.prompt, d.response) for d in demos]],
                                     sort_keys=True).encode()).hexdigest()[:8]
     def build(tmp: Path) -> None:
+        if log:
+            log(f"[rung0] building the format-only warm start once ({WARM_START['tasks']} games x "
+                f"{WARM_START['epochs']} epochs, about 30 s; cached in {final})")
         train_sft(tiny, demos, tmp, epochs=WARM_START["epochs"], lr=WARM_START["lr"],
                   batch_size=WARM_START["batch_size"], max_prompt_len=SETTINGS["max_prompt_len"],
-                  seed=WARM_START["seed"], progress_every_s=-1, log=None)
+                  seed=WARM_START["seed"], progress_every_s=PROGRESS_EVERY_S if log else -1, log=None)
 
     # The model cache's own builder: a temp sibling renamed into place, a racing build tolerated, a failed one removed.
-    return _build_cached(Path(cache_dir or default_cache_dir()) / "models" / f"signpost-format-{key}", build)
+    final = Path(cache_dir or default_cache_dir()) / "models" / f"signpost-format-{key}"
+    return _build_cached(final, build)
 
 
 def make_config(preset: str, model: str | os.PathLike, seed: int, **overrides):

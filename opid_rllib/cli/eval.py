@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
                     ", ".join(MAIN_PANELS.values()) + "; --env defaults to alfworld; list them with "
                     "python -c 'import envs.panels as p; print(p.list_panels())')")
     ap.add_argument("--model", required=True, help="'tiny', 'smollm2-135m', or a local Hugging Face model folder")
-    ap.add_argument("--episodes", type=int, default=None, help="play the first N task ids of the panel (default: all)")
+    ap.add_argument("--episodes", type=int, default=None,
+                    help="play N of the panel's games, taken in turn from each task type, and say which (default: all)")
     ap.add_argument("--temperature", type=float, default=0.4, help="sampling temperature; 0 = greedy (default 0.4)")
     ap.add_argument("--max-new-tokens", type=int, default=None,
                     help=f"response token cap per step (default: 48 for --model tiny, else {DEFAULT_MAX_NEW_TOKENS}); "

@@ -5,27 +5,18 @@ checked in one line before Ray starts, then run through Ray Tune or, with `--no-
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
 
 from opid_rllib.cli import env_kwargs_arg, json_object_arg, key_value_args, warn_slow_dtype
-from opid_rllib.cli.run_log import jsonable_result, open_run_logs, print_outputs, ray_session_dir, write_tensorboard
+from opid_rllib.cli.run_log import print_outputs, ray_session_dir
+from opid_rllib.cli.train_loop import get_metric, run_no_tune, say_checkpoint
 from opid_rllib.cli.train_parser import build_parser
+from opid_rllib.cli.tune_console import plain_console_env, status_reporter
 from opid_rllib.presets import CPU_TINY, apply_preset, apply_settings, model_default
 from opid_rllib.sweep_select import REPEAT_KEYS, grid_points, searched_keys, seed_trials
 
-# What the progress table shows while a run is going.
 EVAL_METRIC = "evaluation/success_rate"  # what sweeps rank on and ASHA stops on with --eval-interval
-PROGRESS_COLUMNS = {
-    "training_iteration": "iter",
-    "time_total_s": "time (s)",
-    "opid/success_rate": "success",
-    "opid/format_valid_rate": "format ok",
-    "opid/episode_len_mean": "ep len",
-    "learners/default_policy/kl_ref": "kl",
-}
 
 # Flags that must be >= 1 when given (checked before any config or Ray work).
 _POSITIVE = ("group_size", "tasks_per_iter", "max_steps", "max_new_tokens", "stop_iters", "num_samples",
@@ -158,6 +149,20 @@ def check_args(args) -> str | None:
     return None
 
 
+def early_error(args) -> str | None:
+    """A --model folder that is not there, --analyzer openai's key and server: before the config's imports (Ray,
+    torch: seconds on a busy machine). check_config checks the config again, for the tuned examples."""
+    from opid_rllib.analyzer.preflight import analyzer_setup_error
+    from opid_rllib.eval.panel import EvalError, looks_like_path, resolve_model_path
+
+    if args.model and looks_like_path(args.model):
+        try:
+            resolve_model_path(args.model)  # a folder: no build, no hub
+        except EvalError as e:
+            return str(e)
+    return analyzer_setup_error(args.analyzer, analyzer_options(args)) if args.analyzer else None
+
+
 def env_config_error(cfg) -> str | None:
     """Build the env once from env_config (--split, --env-kwargs, --max-steps, an example's settings): a bad
     setting fails here in one line, not as a traceback from the algorithm's setup with Ray started."""
@@ -185,6 +190,13 @@ def check_config(cfg) -> str | None:
 
     if isinstance(cfg.env, str) and cfg.env not in envs.ENVS and cfg.env not in registry:
         return f"--env {cfg.env!r}: unknown env; use one of {sorted(envs.ENVS)} or a registered gymnasium id"
+    if isinstance(cfg.analyzer, str):  # the key and the server, in this process: Ray's workers inherit its env
+        from opid_rllib.analyzer.preflight import analyzer_setup_error
+
+        err = analyzer_setup_error(cfg.analyzer, cfg.analyzer_config if isinstance(cfg.analyzer_config, dict)
+                                   else None)
+        if err:
+            return err
     err = env_config_error(cfg)
     if err:
         return err
@@ -209,7 +221,7 @@ def check_config(cfg) -> str | None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    err = check_args(args)
+    err = check_args(args) or early_error(args)
     if err:
         print(f"opid-train: error: {err}", file=sys.stderr)
         return 2
@@ -221,8 +233,7 @@ def run_experiment(cfg, args=None) -> int:
 
     `args` may be an argv list, a parsed Namespace or None (sys.argv). The tuned examples call this.
     """
-    # Tune's newer console output ignores custom reporters; ours shows OPID's own columns.
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    plain_console_env()  # Tune's reporter, no colour codes in a piped log (cli/tune_console.py)
     if not isinstance(args, argparse.Namespace):  # a tuned example: its config, then the flags given
         args = build_parser().parse_args(args)
         err = example_flag_error(args) or check_args(args)
@@ -259,9 +270,8 @@ def run_experiment(cfg, args=None) -> int:
     print(f"[opid-train] Ray's logs for this session: {ray_session_dir(ctx)}", flush=True)
     try:
         if args.no_tune:
-            return _run_no_tune(cfg, args, output)
-        columns = dict(PROGRESS_COLUMNS, **({EVAL_METRIC: "eval success"} if args.eval_interval else {}))
-        reporter = tune.CLIReporter(metric_columns=columns, max_report_frequency=args.tune_max_report_freq)
+            return run_no_tune(cfg, args, output)
+        reporter = status_reporter(args.tune_max_report_freq, with_eval=bool(args.eval_interval))
         tuner = tune.Tuner(
             "OPID", param_space=cfg,
             tune_config=tune.TuneConfig(num_samples=num_samples, scheduler=_scheduler(args)),
@@ -277,8 +287,9 @@ def run_experiment(cfg, args=None) -> int:
         grid = tuner.fit()
         errors = [r.error for r in grid if r.error]
         for r in grid:
-            print(f"trial {r.path}: success_rate={_get(r.metrics, 'opid/success_rate')} "
-                  f"checkpoint={r.checkpoint.path if r.checkpoint else None}")
+            print(f"trial {r.path}: success_rate={get_metric(r.metrics, 'opid/success_rate')}")
+            if r.checkpoint:
+                say_checkpoint(r.checkpoint.path)
         print_outputs(f"the Tune experiment {os.path.join(output, tuner_name(cfg, args))} (per trial: result.json, "
                       "progress.csv, TensorBoard events, checkpoints, skill dumps in opid_skills/)")
         keys = searched_keys(cfg)
@@ -315,44 +326,6 @@ def _scheduler(args):
                          grace_period=args.asha_grace, max_t=args.stop_iters)
 
 
-def _run_no_tune(cfg, args, output) -> int:
-    """In-process loop; writes TensorBoard events, result.json lines and skill dumps into `output`."""
-    cfg.analyzer_settings(run_dir=output)
-    print(f"[opid-train] building the algorithm: the policy in every runner and learner, {cfg.num_env_runners} remote "
-          "env runners", flush=True)
-    algo = cfg.build_algo()
-    if args.resume:
-        algo.restore_from_path(os.path.abspath(args.resume))
-        print(f"resumed from {args.resume} at iteration {algo.iteration}")
-    writer, results_file = open_run_logs(output, resumed_at=algo.iteration)
-    last = {}
-    while algo.iteration < args.stop_iters:
-        t0 = time.time()
-        print(f"[opid-train] iteration {algo.iteration + 1}/{args.stop_iters}: rollouts, then the learner update",
-              flush=True)
-        last = algo.train()
-        it = algo.iteration
-        write_tensorboard(writer, last, it)
-        results_file.write(json.dumps(jsonable_result(last)) + "\n")
-        results_file.flush()
-        ev = last.get("evaluation") or {}
-        shown = (f" eval_success={ev['success_rate']:.3f} ({ev['episodes']} games)"
-                 if ev.get("evaluated_at_iteration") == it else "")
-        print(f"iter {it}: success={_get(last, 'opid/success_rate'):.3f} "
-              f"format_ok={_get(last, 'opid/format_valid_rate'):.3f}{shown} time={time.time() - t0:.1f}s", flush=True)
-        if args.checkpoint_freq and it % args.checkpoint_freq == 0:
-            print("checkpoint:", algo.save_to_path(os.path.join(output, f"checkpoint_{it:05d}")))
-    if args.checkpoint_at_end:
-        print("checkpoint:", algo.save_to_path(os.path.join(output, "checkpoint_final")))
-    writer.close()
-    results_file.close()
-    algo.stop()
-    ckpts = "; checkpoints: checkpoint_*" if args.checkpoint_freq or args.checkpoint_at_end else ""
-    print_outputs(f"{output}: result.json (a line per iteration), TensorBoard events, skill dumps in "
-                  f"opid_skills/{ckpts}")
-    return 0
-
-
 def tuner_name(cfg, args) -> str:
     return f"{args.preset or 'opid'}-{cfg.env}"
 
@@ -382,14 +355,6 @@ def _selection_error(cfg, args) -> str | None:
             return err.replace("--select-panel", "--eval-panel", 1)
     return selection_args_error(getattr(args, "select_panel", None), getattr(args, "select_episodes", None),
                                 getattr(args, "select_max_steps", None), env=cfg.env, is_sweep=is_sweep)
-
-
-def _get(d, path, default=float("nan")):
-    for k in path.split("/"):
-        if not isinstance(d, dict) or k not in d:
-            return default
-        d = d[k]
-    return d
 
 
 if __name__ == "__main__":

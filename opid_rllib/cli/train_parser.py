@@ -120,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="play --eval-panel every N iterations and after the last one, at the eval temperature; "
                         "results under evaluation/ (TensorBoard, result.json, Tune)")
     g.add_argument("--eval-panel", default=None, help="what to play, a panel name (e.g. alfworld/valid_seen@v1)")
-    g.add_argument("--eval-episodes", type=int, default=None, help="play only the panel's first K games")
+    g.add_argument("--eval-episodes", type=int, default=None,
+                   help="play K of the panel's games, in turn from each task type (as opid-eval --episodes)")
     g.add_argument("--eval-num-env-runners", type=int, default=None,
                    help="remote evaluation runners (default 0: the training runners play the evaluation)")
     g.add_argument("--asha-grace", type=int, default=None,
@@ -137,14 +138,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the per-GPU memory plan for this config and exit before Ray starts "
                         "(opid_rllib/memory_plan.py)")
     g.add_argument("--checkpoint-freq", type=int, default=0, help="checkpoint every N iterations (0: never)")
-    g.add_argument("--checkpoint-at-end", action="store_true", help="checkpoint after the last iteration")
+    g.add_argument("--checkpoint-at-end", action=argparse.BooleanOptionalAction, default=True,
+                   help="save a checkpoint after the last iteration and print where (opid-export's input); "
+                        "--no-checkpoint-at-end: none")
     g.add_argument("--num-samples", type=int, default=1,
                    help="Tune: trials per point of a config's search space, seeded --seed, --seed + 1, ...; "
                         "a sweep ranks each point on the mean of its trials")
     g.add_argument("--select-panel", default=None,
                    help="sweeps: rank the points by their final policy's success on this held-out panel (e.g. "
                         "alfworld/valid_seen@v1; implies --checkpoint-at-end) instead of training success")
-    g.add_argument("--select-episodes", type=int, default=None, help="play only the first N games of --select-panel")
+    g.add_argument("--select-episodes", type=int, default=None,
+                   help="play N games of --select-panel, in turn from each task type")
     g.add_argument("--select-max-steps", type=int, default=None,
                    help="step cap on --select-panel (default: the env's evaluation cap, as opid-eval)")
     g.add_argument("--num-env-runners", type=int, default=None,
@@ -159,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--progress-every-s", type=float, default=None,
                    help="seconds between progress lines during an iteration (phase, pace, ETA; default 10, 0: none; "
                         "sweeps under Tune print none, Tune's table is their progress)")
-    g.add_argument("--verbose", type=int, default=2, choices=(0, 1, 2, 3), help="Tune's console verbosity")
-    g.add_argument("--tune-max-report-freq", type=int, default=5, help="seconds between Tune progress tables")
+    g.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2, 3),
+                   help="Tune's console verbosity: 1 its status table (default), 2 adds a line per result with the "
+                        "whole config, 3 every result in full")
+    g.add_argument("--tune-max-report-freq", type=int, default=30,
+                   help="at most one Tune status table per this many seconds (and one at the end)")
     return p

@@ -113,13 +113,20 @@ def preflight_env(panel, env_config: Mapping[str, Any]) -> None:
             pass
 
 
+def looks_like_path(spec: str) -> bool:
+    """A folder, not a hub id ("org/name"): starts with . / ~, ends with a slash, or has two or more of them.
+    Why: `--model policy/` before `opid-export` wrote it was reported as a hub id missing from the HF cache."""
+    s = str(spec)
+    return s.startswith((".", "/", "~")) or s.endswith("/") or s.count("/") >= 2
+
+
 def resolve_model_path(spec: str) -> Path:
     """resolve_model with errors turned into one line that names --model."""
     from opid_rllib.models import ModelResolutionError, resolve_model
 
     s = str(spec)
     local = Path(s).expanduser()
-    if s.startswith((".", "/", "~")) and not local.exists():
+    if looks_like_path(s) and not local.exists():
         raise EvalError(f"--model {s!r}: no such path; pass an existing Hugging Face model folder "
                         "(config.json + weights + tokenizer), 'tiny' or 'smollm2-135m'")
     try:
@@ -169,7 +176,8 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
              skills: str = "none", env_kwargs: Mapping[str, Any] | None = None,
              oracle_options: Mapping[str, Any] | None = None,
              chunk_log: str | os.PathLike | None = None, resume: bool = False, **llm_kwargs) -> dict[str, Any]:
-    """Play the panel's task ids (the first `episodes` if given) once each; return the results dict.
+    """Play the panel's task ids once each (`episodes` of them if given, in turn from each task type:
+    envs.panels.spread_over_types); return the results dict.
 
     config: an OPIDConfig, a dict of llm settings, or None; llm_kwargs (llm_model/model, max_new_tokens,
     max_steps, history_length, max_prompt_len, dtype, generation_backend, ...) override it.
@@ -206,8 +214,12 @@ def evaluate(config=None, *, panel, episodes: int | None = None, seed: int = 0, 
     if episodes is not None and int(episodes) > len(task_ids):
         print(f"opid-eval: --episodes {episodes} > panel size {len(task_ids)}: playing all {len(task_ids)}",
               file=sys.stderr)
-    if episodes is not None:
-        task_ids = task_ids[:int(episodes)]
+    if episodes is not None and int(episodes) < len(task_ids):
+        from envs.panels import spread_note, spread_over_types
+
+        task_ids = spread_over_types(task_ids, int(episodes))
+        if progress:  # say which games a subset is
+            print(f"opid-eval: {spread_note(task_ids, len(panel.task_ids))}", file=sys.stderr)
 
     cfg = build_eval_config(config, panel=panel, env_kwargs=env_kwargs, **llm_kwargs)
     preflight_env(panel, cfg.env_config)

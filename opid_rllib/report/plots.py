@@ -115,6 +115,10 @@ def _draw(ax, curves, axis: Axis, title: str | None = None) -> None:
         ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.xaxis.get_major_locator().set_params(integer=True)
+    iterations = sorted({x for _, xs, _ in curves for x in xs})
+    if len(iterations) == 1:  # one iteration: autoscale spans 0.96-1.04, where no integer tick fits
+        ax.set_xlim(iterations[0] - 1, iterations[0] + 1)
+        ax.set_xticks(iterations)
     if len(curves) > 1 or axis.labels:
         ax.legend(fontsize=8, loc="best")
 

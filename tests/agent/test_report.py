@@ -134,6 +134,24 @@ def test_missing_metrics_are_skipped(tmp_path):
     assert any("unreadable" in w for w in r.warnings)
 
 
+def test_a_one_iteration_plot_shows_a_point_at_an_integer_tick():
+    """A one-iteration report had x ticks from 0.96 to 1.04; now one tick, 1, with the point marked."""
+    from matplotlib.figure import Figure
+
+    from opid_rllib.report.plots import PANELS, _draw, resolve_axis
+
+    axis = next(p for p in PANELS if p.name == "success").axes[0]
+    rows = [{"training_iteration": it, "opid/success_rate": 0.5} for it in (1, 2, 3)]  # load_results' flat rows
+    curves = resolve_axis(rows[:1], axis)
+    ax = Figure().subplots()
+    _draw(ax, curves, axis)
+    assert list(ax.get_xticks()) == [1] and ax.get_xlim() == (0, 2)
+    assert ax.lines[0].get_marker() not in (None, "None", "")
+    ax = Figure().subplots()
+    _draw(ax, resolve_axis(rows, axis), axis)
+    assert all(float(t).is_integer() for t in ax.get_xticks())
+
+
 def test_results_flattened_and_nan_tolerated(built):
     run, *_ = built
     rows, warnings = load_results(run)

@@ -324,7 +324,8 @@ def test_a_trial_without_checkpoint_is_unscored_not_fatal():
     assert trial["history"] == [] and "no checkpoint" in out["error"]
     trial["checkpoint"] = "/nonexistent/checkpoint_000001"  # export fails: recorded, not raised
     out = score_trial(trial, {}, "alfworld/valid_seen@v1")
-    assert trial["history"] == [] and out["error"].startswith("FileNotFoundError: checkpoint=")
+    assert trial["history"] == [] and out["error"].startswith(
+        "FileNotFoundError: /nonexistent/checkpoint_000001: this folder does not exist")
 
 
 def test_the_weight_sweep_grid_comes_from_its_flag():

@@ -369,6 +369,15 @@ class FakeOpenAIServer:
         return Handler
 
 
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released): a server that is not there."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=8011)
