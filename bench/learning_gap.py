@@ -164,6 +164,35 @@ def rung1_row(gap_file: Path = RESULTS / "gap-rung1.json",
             "source": "bench/results/learning_gate.json (rung 1's gate: 3 seeds, 12 iterations, evaluation success)"}
 
 
+def tables(items: list[dict], budget: int) -> str:
+    """The markdown tables docs/LEARNING_GATE.md quotes: each base's gap, and each run's iterations to 90 % / curve
+    area / seconds by arm and seed (pure: the test feeds it hand-made items)."""
+    from tuned_examples.signpost_skills import curve_area
+
+    pct = lambda v: "-" if v is None else f"{v:.1f} %"  # noqa: E731
+    tok = lambda d: "-" if d.get("delta_per_token") is None else f"{d['delta_per_token']:+.3f} ({d['steps']})"  # noqa
+    lines = ["| base | plays | student | teacher | gap (points) | oracle | Delta/token off the plan (steps) | on it |",
+             "|---|---|---|---|---|---|---|---|"]
+    for g in sorted((r for r in items if r["file"].startswith("gap-")), key=lambda r: r["file"]):
+        base = (f"signpost hint share {g['hint_share']:g}" if g["file"].startswith("gap-h")
+                else f"alfworld rung 1 ({g.get('base') or 'tiny'})")
+        lines.append(f"| {base} | {g['episodes']} | {pct(g['student_success_pct'])} | {pct(g['teacher_success_pct'])} "
+                     f"| {g['gap_points']:+.1f} | {pct(g.get('oracle_success_pct'))} | {tok(g['delta']['off_plan'])} "
+                     f"| {tok(g['delta']['on_plan'])} |")
+    runs = [r for r in items if r["file"].startswith("run-")]
+    seeds = sorted({r["seed"] for r in runs})
+    lines += ["", "| base | arm | " + " | ".join(f"seed {s}: iters to 90 % / area / s" for s in seeds) + " |",
+              "|---|---|" + "---|" * len(seeds)]
+    for h, arm in sorted({(r["hint_share"], r["arm"]) for r in runs}, key=lambda k: (-k[0], list(ARMS).index(k[1]))):
+        cells = []
+        for s in seeds:
+            r = next((r for r in runs if (r["hint_share"], r["arm"], r["seed"]) == (h, arm, s)), None)
+            cells.append("-" if r is None else
+                         f"{r['iters_to_target'] or 'never'} / {curve_area(r['curve'], budget):.1f} / {r['seconds']:.0f}")
+        lines.append(f"| {h:g} | {arm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def cmd_summary(args) -> int:
     items = _load()
     budget = max((r.get("stop_iters", 0) for r in items if r["file"].startswith("run-")), default=0)
@@ -172,6 +201,7 @@ def cmd_summary(args) -> int:
            "files": sorted(r["file"] for r in items)}
     OUT.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
+    print(tables(items, budget))
     plot_law(summary["law"], PLOT)
     return 0
 

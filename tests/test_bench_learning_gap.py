@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.learning_gap import summarize
+from bench.learning_gap import summarize, tables
 from tuned_examples.signpost_skills import curve_area, iters_ratio
 
 
@@ -51,3 +51,18 @@ def test_summary_compares_each_arm_with_grpo_on_the_same_seed_and_builds_the_law
     assert law["signpost hint share 0"] == {"base": "signpost hint share 0", "gap_points": -3.0,
                                             "opid_minus_grpo_auc": -18.75, "per_seed": [-18.75]}
     assert law["rung 1"]["gap_points"] == -70
+
+
+def test_tables_quote_each_gap_and_each_runs_figures():
+    delta = {"off_plan": {"delta_per_token": -0.454, "steps": 232}, "on_plan": {"delta_per_token": None, "steps": 0}}
+    items = [{"file": "gap-h1.json", "hint_share": 1.0, "episodes": 64, "student_success_pct": 0.0,
+              "teacher_success_pct": 95.31, "gap_points": 95.31, "delta": delta},
+             {"file": "gap-rung1-smollm2.json", "hint_share": 1.0, "base": "smollm2", "episodes": 24,
+              "student_success_pct": 25.0, "teacher_success_pct": 50.0, "gap_points": 25.0,
+              "oracle_success_pct": 75.0, "delta": delta},
+             dict(_run(1.0, "opid", 0, [0.0, 1.0, 1.0, 1.0], 4), seconds=281.5),
+             dict(_run(1.0, "grpo", 1, [0.0, 0.0, 0.0, 0.0]), seconds=450.0)]
+    out = tables(items, budget=4).splitlines()
+    assert "| signpost hint share 1 | 64 | 0.0 % | 95.3 % | +95.3 | - | -0.454 (232) | - |" in out
+    assert "| alfworld rung 1 (smollm2) | 24 | 25.0 % | 50.0 % | +25.0 | 75.0 % | -0.454 (232) | - |" in out
+    assert "| 1 | opid | 4 / 75.0 / 282 | - |" in out and "| 1 | grpo | - | never / 0.0 / 450 |" in out
