@@ -173,7 +173,7 @@ def tables(items: list[dict], budget: int) -> str:
     tok = lambda d: "-" if d.get("delta_per_token") is None else f"{d['delta_per_token']:+.3f} ({d['steps']})"  # noqa
     lines = ["| base | plays | student | teacher | gap (points) | oracle | Delta/token off the plan (steps) | on it |",
              "|---|---|---|---|---|---|---|---|"]
-    for g in sorted((r for r in items if r["file"].startswith("gap-")), key=lambda r: r["file"]):
+    for g in sorted((r for r in items if r["file"].startswith("gap-")), key=lambda r: (not r["file"].startswith("gap-h"), -r["hint_share"], r["file"])):
         base = (f"signpost hint share {g['hint_share']:g}" if g["file"].startswith("gap-h")
                 else f"alfworld rung 1 ({g.get('base') or 'tiny'})")
         lines.append(f"| {base} | {g['episodes']} | {pct(g['student_success_pct'])} | {pct(g['teacher_success_pct'])} "

@@ -95,3 +95,12 @@ def test_cli_errors_name_the_fix(capsys):
     assert "analyzer='none'" in capsys.readouterr().err
     assert gap_main(["--example", "signpost_skills", "--base", "smollm2"]) == 2
     assert "--base, --copies: only with --example alfworld_rung1" in capsys.readouterr().err
+
+
+def test_rung1_gap_setup_names_its_bases():
+    from tuned_examples.alfworld_rung1 import SMOLLM2_WARM_START, gap_setup
+
+    with pytest.raises(ValueError, match="base='smollm3': choose 'tiny' or 'smollm2'"):
+        gap_setup(base="smollm3")
+    # the SmolLM2 base is a pretrained model's skill-literate warm start at its own lr, not the tiny model's recipe
+    assert SMOLLM2_WARM_START["model"] == "smollm2-135m" and SMOLLM2_WARM_START["lr"] < 1e-3
