@@ -150,7 +150,27 @@ def summarize(items: list[dict], budget: int, rung1_gate: dict | None = None) ->
     if rung1_gate is not None:
         law.append(rung1_gate)
     summary["law"] = law
+    smol = next((r for r in items if r["file"] == "gap-rung1-smollm2.json"), None)
+    if smol is not None:
+        summary.update(_smollm2(smol))
     return summary
+
+
+# Part 4's gap target: the comparison runs only for a base whose hindsight teacher leads by this much with the
+# student winning 15-60 %. The oracle (the expert's next command every step) is the ceiling; training has no oracle.
+SMOLLM2_TARGET = {"gap_points": 20.0, "student_pct": (15.0, 60.0)}
+
+
+def _smollm2(gap: dict) -> dict:
+    lo, hi = SMOLLM2_TARGET["student_pct"]
+    met = gap["gap_points"] >= SMOLLM2_TARGET["gap_points"] and lo <= gap["student_success_pct"] <= hi
+    out = {"smollm2_gap_points": gap["gap_points"], "smollm2_student_pct": gap["student_success_pct"],
+           "smollm2_gap_target_met": met}
+    if gap.get("oracle_success_pct") is not None:
+        out["smollm2_oracle_gap_points"] = round(gap["oracle_success_pct"] - gap["student_success_pct"], 2)
+    if not met:
+        out["smollm2_comparison"] = "not run: the hindsight teacher's gap is below the +20-point target"
+    return out
 
 
 def rung1_row(gap_file: Path = RESULTS / "gap-rung1.json",

@@ -66,3 +66,13 @@ def test_tables_quote_each_gap_and_each_runs_figures():
     assert "| signpost hint share 1 | 64 | 0.0 % | 95.3 % | +95.3 | - | -0.454 (232) | - |" in out
     assert "| alfworld rung 1 (smollm2) | 24 | 25.0 % | 50.0 % | +25.0 | 75.0 % | -0.454 (232) | - |" in out
     assert "| 1 | opid | 4 / 75.0 / 282 | - |" in out and "| 1 | grpo | - | never / 0.0 / 450 |" in out
+
+
+@pytest.mark.parametrize("student, teacher, met", [(16.67, 16.67, False), (25.0, 50.0, True), (10.0, 40.0, False)])
+def test_summary_checks_smollm2_against_part_4s_gap_target(student, teacher, met):
+    gap = {"file": "gap-rung1-smollm2.json", "hint_share": 1.0, "student_success_pct": student,
+           "teacher_success_pct": teacher, "gap_points": round(teacher - student, 2), "oracle_success_pct": 87.5}
+    s = summarize([gap], budget=4)
+    assert s["smollm2_gap_points"] == gap["gap_points"] and s["smollm2_gap_target_met"] is met
+    assert s["smollm2_oracle_gap_points"] == round(87.5 - student, 2)
+    assert ("smollm2_comparison" in s) is not met
