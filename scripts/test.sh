@@ -23,4 +23,9 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   fi
 fi
 if [ "$#" -eq 0 ]; then set -- tests; fi
-exec python -m pytest -q "$@"
+# Two pytest workers, one test file each at a time (pytest-xdist): most tests wait on Ray or a subprocess, or run one
+# torch thread, so two files side by side fill the 2 cores; the conftest starts the longest files first.
+# TEST_WORKERS=1 runs them one after another.
+WORKERS=(-n "${TEST_WORKERS:-2}" --dist loadfile)
+if [ "${TEST_WORKERS:-2}" = 1 ]; then WORKERS=(); fi
+exec python -m pytest -q ${WORKERS[@]+"${WORKERS[@]}"} "$@"

@@ -31,6 +31,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         if STUDIES_TESTS in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.studies)
+    # Longest first: scripts/test.sh runs the files on 2 workers (pytest-xdist, --dist loadfile), which take files
+    # in this order, so the learning tests (minutes each) start at once instead of leaving one worker busy at the end.
+    rank: dict[str, int] = {}
+    for item in items:
+        rank[item.fspath] = min(rank.get(item.fspath, 2), _run_order(item))
+    items.sort(key=lambda item: rank[item.fspath])  # stable: each file keeps its own order
+
+
+def _run_order(item) -> int:
+    """0 for a learning test, 1 for another slow one, 2 for the rest; a file ranks by its slowest kind."""
+    if item.get_closest_marker("learning") is not None:
+        return 0
+    return 1 if item.get_closest_marker("slow") is not None else 2
 
 
 @pytest.fixture
