@@ -320,6 +320,13 @@ class OPID(Algorithm):
                          teacher_diagnostics=teacher_diagnostics(peek))
 
     # ---- checkpoint: the task stream and every process's generators, so a resume goes on where it stopped ----
+    def save_to_path(self, *args, **kwargs):
+        """Sharded learners first gather their whole weights and optimizer state onto rank 0 (a collective every
+        learner joins), which RLlib then asks for, as it asks a replicated learner."""
+        if self.config.sharding == "fsdp" and self.learner_group.is_remote:
+            self.learner_group.foreach_learner(lambda learner: learner.stage_checkpoint())
+        return super().save_to_path(*args, **kwargs)
+
     def get_state(self, components=None, *, not_components=None, **kwargs):
         state = super().get_state(components, not_components=not_components, **kwargs)
         state["opid_task_rng"] = self._task_rng.bit_generator.state
