@@ -27,9 +27,8 @@ import torch.distributed as dist
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
-from opid_rllib import progress
+from opid_rllib import progress, sharding
 from opid_rllib.connectors.samples import policy_module
-from opid_rllib import sharding
 from opid_rllib.grad_sync import all_reduce_mean
 from opid_rllib.losses import ppo_token_loss
 from opid_rllib.rl_module import DTYPES
@@ -129,11 +128,11 @@ class OPIDTorchLearner(TorchLearner):
         # LoRA: the reference is the same model with its adapters disabled (no second copy).
         self._ref_is_base = bool(mc.get("lora"))
         if self._needs_ref and not self._ref_is_base:
-            from opid_rllib.models.resolve import load_model
+            from opid_rllib.models.resolve import load_model, node_model_path
 
             # Sharded runs too: a whole compute-dtype copy per learner (memory_plan counts it), so the reference's
             # forwards need no collective.
-            self._ref_model = load_model(mc["model_path"], DTYPES[mc.get("dtype", default("dtype"))])
+            self._ref_model = load_model(node_model_path(mc), DTYPES[mc.get("dtype", default("dtype"))])
             self._ref_model.to(self._device).eval().requires_grad_(False)
         self._staged_optimizer_state = None
         if self.sharded:

@@ -44,14 +44,14 @@ class LLMRLModule(TorchRLModule):
     def setup(self):
         from transformers import AutoTokenizer
 
-        from opid_rllib.models.resolve import load_model
+        from opid_rllib.models.resolve import load_model, node_model_path
 
         cfg = self.model_config or {}
         # Every process that builds the policy (Ray's runners and learners too): torch_threads, else 1 without CUDA.
         apply_torch_threads(cfg.get("torch_threads"))
-        path = cfg.get("model_path")
-        if not path:
+        if not cfg.get("model_path"):
             raise ValueError("model_config['model_path'] is required: run opid_rllib.models.resolve_model first")
+        path = node_model_path(cfg)  # this node's copy: cluster nodes share no disk
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         name = cfg.get("dtype", "float32")
         if name not in DTYPES:
@@ -99,7 +99,9 @@ class LLMRLModule(TorchRLModule):
 
                 kw = dict(cfg.get("backend_kwargs", {}))
                 kw.setdefault("dtype", cfg.get("dtype", "float32"))
-                self._backend = make_backend(name, model_path=cfg["model_path"], **kw)
+                from opid_rllib.models.resolve import node_model_path
+
+                self._backend = make_backend(name, model_path=node_model_path(cfg), **kw)
         return self._backend
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], *, temperature: float | None = None,

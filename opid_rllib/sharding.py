@@ -71,7 +71,7 @@ def gathered(model: torch.nn.Module):
     finally:
         for m in mods:
             m.reshard()
-            m.set_reshard_after_forward(True, recurse=False)
+            m.set_reshard_after_forward(m is not model, recurse=False)  # fully_shard's defaults: the root keeps its
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
