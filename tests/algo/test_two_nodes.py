@@ -1,7 +1,8 @@
 """A Ray cluster whose nodes share no disk, simulated on one machine: the head (the driver's node) and a second
 node started in its own mount namespace, where the driver's cache folder is covered by an empty one and
 $OPID_CACHE_DIR names the node's own empty cache. The env runner and one of two sharded learners run there: training
-must not read any file the driver wrote (the tiny model, generated data) through a path only the driver sees."""
+must not read any file the driver wrote (the tiny model, generated data) through a path only the driver sees, and a
+checkpoint of the learners on both nodes restores their shards."""
 
 import json
 import os
@@ -53,7 +54,17 @@ def two_nodes(tmp_path, monkeypatch):
         cluster.shutdown()
 
 
-def test_training_runs_with_a_runner_and_a_learner_on_a_node_without_the_drivers_disk(two_nodes):
+def _whole_weights(algo) -> dict:
+    """The sharded policy's whole weights as rank 0 gathers them (every learner joins the gather)."""
+    algo.learner_group.foreach_learner(lambda learner: learner._gather_full_weights())
+    state = algo.learner_group.get_state(components="learner/rl_module/default_policy")
+    return state["learner"]["rl_module"]["default_policy"]
+
+
+def test_training_runs_with_a_runner_and_a_learner_on_a_node_without_the_drivers_disk(two_nodes, tmp_path):
+    """Then a checkpoint of the sharded learners (one on each node) restores their shards."""
+    import torch
+
     from tests.algo.helpers import tiny_config
 
     driver_cache, node_cache = two_nodes
@@ -72,6 +83,13 @@ def test_training_runs_with_a_runner_and_a_learner_on_a_node_without_the_drivers
 
         runner_nodes = algo.env_runner_group.foreach_env_runner(where, local_env_runner=False)
         learner_nodes = [r.get() for r in algo.learner_group.foreach_learner(where)]
+        path = algo.save_to_path(str(tmp_path / "ckpt"))
+        saved = _whole_weights(algo)
+        algo.train()
+        assert any(not torch.equal(v, saved[k]) for k, v in _whole_weights(algo).items())
+        algo.restore_from_path(path)
+        restored = _whole_weights(algo)
+        assert all(torch.equal(v, saved[k]) for k, v in restored.items())
     finally:
         algo.stop()
     head = ray.get_runtime_context().get_node_id()
