@@ -97,6 +97,14 @@ def sum_over_ranks(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def max_over_ranks(x: torch.Tensor) -> torch.Tensor:
+    """x's maximum over the learners (x itself for one learner); every rank must call it."""
+    if world_size() > 1:
+        x = x.clone()
+        dist.all_reduce(x, op=dist.ReduceOp.MAX)
+    return x
+
+
 class OPIDTorchLearner(TorchLearner):
     @property
     def sharded(self) -> bool:
@@ -277,8 +285,8 @@ class OPIDTorchLearner(TorchLearner):
 
     def stage_checkpoint(self) -> None:
         """Collective, before a checkpoint (OPID.save_to_path calls it on every learner): the whole weights and
-        optimizer state, kept on rank 0 for the next get_state. Gathered, not written per rank: with no shared disk, per-rank files
-        would land on different nodes."""
+        optimizer state, kept on rank 0 for the next get_state. Gathered, not written per rank: with no shared disk,
+        per-rank files would land on different nodes."""
         self._gather_full_weights()  # the weights of this moment, whatever the last update left
         staged = {name: sharding.full_optimizer_state(optim) for name, optim in self._named_optimizers.items()}
         self._staged_optimizer_state = staged if dist.get_rank() == 0 else None
@@ -298,14 +306,6 @@ class OPIDTorchLearner(TorchLearner):
         if self.sharded:  # each rank keeps its slice of the whole state it was given
             for optim in self._named_optimizers.values():
                 sharding.shard_optimizer_state(optim)
-
-
-def max_over_ranks(x: torch.Tensor) -> torch.Tensor:
-    """x's maximum over the learners (x itself for one learner); every rank must call it."""
-    if world_size() > 1:
-        x = x.clone()
-        dist.all_reduce(x, op=dist.ReduceOp.MAX)
-    return x
 
 
 def idle_pass(model, device) -> None:
