@@ -64,6 +64,7 @@ class LLMRLModule(TorchRLModule):
         self.model = load_model(path, weights)
         if cfg.get("gradient_checkpointing") and not self.inference_only:
             self.model.gradient_checkpointing_enable()
+            self.model.train()  # transformers checkpoints only in training mode; from_pretrained returns eval()
             if lora:
                 self.model.enable_input_require_grads()  # checkpointed blocks need a grad-carrying input
         if lora:

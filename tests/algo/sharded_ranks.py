@@ -95,7 +95,7 @@ def run_rank(rank: int, port: int, out_dir: str) -> None:
                             timeout=datetime.timedelta(seconds=90))
     try:
         out: dict = {}
-        lrn = learner("fsdp", num_learners=2)
+        lrn = learner("fsdp", num_learners=2, gradient_checkpointing=True)  # as the GPU recipes run it
         b = batch(lrn.module["default_policy"].unwrapped())
         rows = RANK_ROWS[rank]
         out["rescore"] = rescore(lrn, b, rows)

@@ -29,7 +29,8 @@ def single():
 
 @pytest.mark.parametrize("path", ["fsdp", "allreduce"])
 def test_two_learners_take_the_one_learner_step(ranks, single, path):
-    """Unequal rows, tokens and micro-batch counts per rank: the token mean is over every rank's tokens."""
+    """Unequal rows, tokens and micro-batch counts per rank: the token mean is over every rank's tokens. The sharded
+    learners checkpoint their blocks (recomputed in backward, as the GPU recipes run), the others do not."""
     one = single["update"]
     a, b = single["rank_tokens"]
     assert abs(a - b) > 0.2 * (a + b) / 2  # a per-rank token mean would give another step
