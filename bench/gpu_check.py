@@ -14,6 +14,9 @@ What it runs (on CUDA when there is one, else on CPU, and says so):
   * score(): no-grad log-probs from the bf16 copy against the fp32 master under autocast;
   * LoRA (peft): frozen bf16 base, fp32 adapters; only adapter parameters change, and the base with
     adapters disabled (the KL reference) still gives the base's log-probs;
+  * a single-rank FSDP2 step (sharding="fsdp", opid_rllib/sharding.py): per-block fully_shard then the root,
+    bf16 compute over fp32 masters, fp32 reduce, the whole-model norm, the whole weights gathered back; against
+    the same step unsharded under autocast (one rank: same weights, so the gaps are bf16 rounding only);
   * peak memory per phase (torch.cuda.max_memory_allocated) next to opid_rllib.memory_plan's estimate.
 Imports neither Ray nor anything that imports Ray (tests/plan/test_gpu_check.py checks with Ray blocked).
 """
@@ -207,6 +210,53 @@ def check_lora(args, device, amp, report, meter):
     _free(device)
 
 
+def check_fsdp(args, device, amp, report, meter):
+    """One sharded step on a one-rank process group (nccl on CUDA, gloo on CPU) beside the plain step."""
+    import socket
+
+    import torch.distributed as dist
+
+    from opid_rllib import sharding
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("nccl" if device == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=0, world_size=1)
+    try:
+        plain = build_model(args, torch.float32, device).train()
+        model = build_model(args, torch.float32, device).train()
+        model.load_state_dict(plain.state_dict())
+        if args.gradient_checkpointing:
+            for m in (plain, model):
+                m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        sharding.shard_model(model, amp)
+        batch = make_batch(plain.config.vocab_size, args.batch, args.prompt_len, args.response_len, device, seed=2)
+        out = report["fsdp_single_rank"] = {"blocks": len(sharding.decoder_blocks(plain))}
+        norms, losses = {}, {}
+        for name, m in (("plain", plain), ("fsdp", model)):
+            opt = torch.optim.AdamW(m.parameters(), lr=args.lr, weight_decay=0.01)
+            step = opt.step
+
+            def step_with_norm(*a, m=m, name=name, step=step, **kw):  # the norm over every (sharded) gradient
+                norms[name] = float(sharding.global_norm(p.grad for p in m.parameters()))
+                return step(*a, **kw)
+
+            opt.step = step_with_norm
+            with meter.phase(out, f"step_{name}"):
+                losses[name] = train_step(m, None, opt, batch, amp, device)
+        with meter.phase(out, "gather_whole_weights"):
+            whole, out["gather_seconds"] = sharding.full_state(model)
+        out["loss"], out["grad_norm"] = losses, norms
+        out["weights_max_abs_diff_vs_plain"] = max(float((whole[k].to(device) - v).abs().max())
+                                                   for k, v in plain.state_dict().items() if k in whole)
+        out["local_shard_bytes"] = sharding.local_bytes(model.parameters())
+        del plain, model, whole
+    finally:
+        dist.destroy_process_group()
+    _free(device)
+
+
 def plan_estimate(args, arch) -> dict:
     """The memory plan's learner rows for the shape this check ran (GiB)."""
     def learner(lora):
@@ -241,6 +291,7 @@ def main(argv=None) -> int:
     ap.add_argument("--lora-lr", type=float, default=1e-4)
     ap.add_argument("--skip-lora", action="store_true")
     ap.add_argument("--skip-full", action="store_true", help="no full fine-tuning phase (a 7B needs ~16 B/param)")
+    ap.add_argument("--skip-fsdp", action="store_true", help="no single-rank FSDP2 step")
     ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     ap.add_argument("--out", help="write the report as JSON here")
     args = ap.parse_args(argv)
@@ -266,6 +317,8 @@ def main(argv=None) -> int:
     meter = Meter(device)
     if not args.skip_full:
         check_full(args, device, amp, report, meter)
+    if not args.skip_fsdp:
+        check_fsdp(args, device, amp, report, meter)
     try:
         import peft  # noqa: F401
     except ImportError:

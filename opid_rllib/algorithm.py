@@ -143,7 +143,9 @@ class OPIDConfig(AlgorithmConfig):
 
         # Generation stops after the env's closing action tag unless backend_kwargs sets "stop".
         backend_kwargs = {"stop": list(action_stop_strings(self.env)), **self.backend_kwargs}
-        return {"model_path": str(resolve_model(self.llm_model)), "dtype": self.dtype,
+        # The spec travels too: a node that does not see the driver's folder resolves it into its own cache.
+        return {"model_path": str(resolve_model(self.llm_model)), "model_spec": str(self.llm_model),
+                "dtype": self.dtype,
                 "generation_backend": self.generation_backend, "backend_kwargs": backend_kwargs,
                 "max_new_tokens": self.max_new_tokens, "max_prompt_len": self.max_prompt_len,
                 "temperature": self.temperature, "top_p": self.top_p, "enable_thinking": self.enable_thinking,
@@ -286,6 +288,7 @@ class OPID(Algorithm):
         results = super().step()
         cfg = self.config
         results["generation_backend"] = cfg.generation_backend   # which engine sampled (a string: TensorBoard skips it)
+        results["sharding"] = cfg.sharding  # how the learners held the policy ("none" | "fsdp")
         if cfg.custom_evaluation_function or not cfg.evaluation_interval:
             return results
         if "evaluation" not in results and cfg.eval_final_iteration == self.iteration + 1:
@@ -320,6 +323,13 @@ class OPID(Algorithm):
                          teacher_diagnostics=teacher_diagnostics(peek))
 
     # ---- checkpoint: the task stream and every process's generators, so a resume goes on where it stopped ----
+    def save_to_path(self, *args, **kwargs):
+        """Sharded learners first gather their whole weights and optimizer state onto rank 0 (a collective every
+        learner joins), which RLlib then asks for, as it asks a replicated learner."""
+        if self.config.sharding == "fsdp" and self.learner_group.is_remote:
+            self.learner_group.foreach_learner(lambda learner: learner.stage_checkpoint())
+        return super().save_to_path(*args, **kwargs)
+
     def get_state(self, components=None, *, not_components=None, **kwargs):
         state = super().get_state(components, not_components=not_components, **kwargs)
         state["opid_task_rng"] = self._task_rng.bit_generator.state

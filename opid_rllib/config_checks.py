@@ -9,7 +9,7 @@ from opid_rllib.analyzer.registry import ANALYZER_CHOICES
 from opid_rllib.generation.registry import BACKENDS
 from opid_rllib.prompts.skills import ROUTING_MODES
 from opid_rllib.settings import (ANALYZERS, HINDSIGHT_RESEARCH_OPTIONS, INVALID_ACTION_SOURCES, OPID_DEFAULTS,
-                                 TEACHER_SAMPLE_ROWS)
+                                 SHARDING_CHOICES, TEACHER_SAMPLE_ROWS)
 
 # What the HF sampler takes in backend_kwargs (generation/hf.py); vLLM's are checked where it starts.
 HF_BACKEND_KWARGS = ("max_batch_size", "stop")
@@ -124,6 +124,7 @@ def config_errors(cfg) -> list[str]:
     from opid_rllib.evaluation import evaluation_errors
 
     errors += evaluation_errors(cfg)
+    errors += sharding_errors(cfg)
     if cfg.num_learners > 1 and cfg.tasks_per_iter < cfg.num_learners:
         errors.append(f"tasks_per_iter={cfg.tasks_per_iter}: must be >= num_learners={cfg.num_learners} "
                       "(groups are never split across learners)")
@@ -159,3 +160,22 @@ def _teacher_sample_errors(cfg) -> list[str]:
     if cfg.teacher_sample_rows == "routed" and not (cfg.step_skill_adv_weight or cfg.episode_skill_adv_weight):
         return [f"teacher_sample_adv_weight={w}: both skill weights are 0, so no row is routed to a skill"]
     return []
+
+
+def sharding_errors(cfg) -> list[str]:
+    """What `sharding` cannot be combined with, one line each (before Ray starts, not in a learner's traceback)."""
+    if cfg.sharding not in SHARDING_CHOICES:
+        return [f"sharding={cfg.sharding!r}: must be one of {SHARDING_CHOICES}"]
+    if cfg.sharding == "none":
+        return []
+    errors = []
+    if cfg.num_learners < 2:
+        errors.append(f"sharding='fsdp' needs num_learners >= 2 (got {cfg.num_learners}): it splits the policy "
+                      "across learners; one learner holds it whole")
+    if cfg.lora:
+        errors.append("sharding='fsdp' with lora: not supported; LoRA trains small adapters, so replicate "
+                      "(sharding='none')")
+    if cfg.grad_clip is not None and cfg.grad_clip_by == "norm":
+        errors.append("sharding='fsdp' with grad_clip_by='norm': a per-tensor norm would be each shard's; use "
+                      "'global_norm' (the whole model's) or 'value'")
+    return errors

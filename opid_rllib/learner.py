@@ -9,6 +9,15 @@ handful of collectives per update, not one per tensor).
 
 Mixed precision: the module holds fp32 master weights (and AdamW fp32 state) and computes under
 autocast; the frozen KL reference is a bf16/fp16 copy on the learner's device.
+
+Sharded (`sharding="fsdp"`, sharding.py): the policy is split across the learners with FSDP2 instead of replicated;
+gradients are reduce-scattered during backward, so every rank runs the same number of forward/backward passes (a
+rank short of rows runs zero-weight ones); the re-score runs on weights gathered once per update; the whole
+weights are gathered once after each update for the env runners and checkpoints (rank 0 keeps them).
+
+Token mean across learners: each rank divides its loss sum by the batch's token count over all ranks (times the
+number of ranks, which the gradient mean divides out), so N learners take the 1-learner step whatever their
+token counts.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ import torch.distributed as dist
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
-from opid_rllib import progress
+from opid_rllib import progress, sharding
 from opid_rllib.connectors.samples import policy_module
 from opid_rllib.grad_sync import all_reduce_mean
 from opid_rllib.losses import ppo_token_loss
@@ -75,7 +84,44 @@ def loss_sum(cfg, loss_terms, batch, fwd_out, ref_logp):
     return loss, {k: v.detach() for k, v in stats.items()}
 
 
+def world_size() -> int:
+    """Learners in the torch.distributed group (1 without one)."""
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def sum_over_ranks(x: torch.Tensor) -> torch.Tensor:
+    """x summed over the learners (x itself for one learner); every rank must call it."""
+    if world_size() > 1:
+        x = x.clone()
+        dist.all_reduce(x)
+    return x
+
+
+def max_over_ranks(x: torch.Tensor) -> torch.Tensor:
+    """x's maximum over the learners (x itself for one learner); every rank must call it."""
+    if world_size() > 1:
+        x = x.clone()
+        dist.all_reduce(x, op=dist.ReduceOp.MAX)
+    return x
+
+
 class OPIDTorchLearner(TorchLearner):
+    @property
+    def sharded(self) -> bool:
+        """FSDP2 over the learners' process group (`sharding="fsdp"`, which the config checks refuse without one)."""
+        return getattr(self.config, "sharding", "none") == "fsdp" and world_size() > 1
+
+    def _make_module(self):
+        module = super()._make_module()
+        if self.sharded:  # before the optimizers are built, so AdamW's state lives on the shards
+            policy = policy_module(module)
+            sharding.shard_model(policy.model, policy.compute_dtype)
+        return module
+
+    def _make_modules_ddp_if_necessary(self) -> None:
+        if not self.sharded:  # DDP's wrapper only broadcasts here (the update all-reduces itself); never over shards
+            super()._make_modules_ddp_if_necessary()
+
     def build(self) -> None:
         super().build()
         from opid_rllib.experimental import plugins
@@ -90,10 +136,15 @@ class OPIDTorchLearner(TorchLearner):
         # LoRA: the reference is the same model with its adapters disabled (no second copy).
         self._ref_is_base = bool(mc.get("lora"))
         if self._needs_ref and not self._ref_is_base:
-            from opid_rllib.models.resolve import load_model
+            from opid_rllib.models.resolve import load_model, node_model_path
 
-            self._ref_model = load_model(mc["model_path"], DTYPES[mc.get("dtype", default("dtype"))])
+            # Sharded runs too: a whole compute-dtype copy per learner (memory_plan counts it), so the reference's
+            # forwards need no collective.
+            self._ref_model = load_model(node_model_path(mc), DTYPES[mc.get("dtype", default("dtype"))])
             self._ref_model.to(self._device).eval().requires_grad_(False)
+        self._staged_optimizer_state = None
+        if self.sharded:
+            self._gather_full_weights()  # the env runners' first weights come from here
 
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         module = self._module[module_id]
@@ -137,7 +188,7 @@ class OPIDTorchLearner(TorchLearner):
         # The teacher anchor's rows do not count toward minibatch_size: the anchor must not add optimizer steps.
         anchor = data.get("anchor_rows")
         k = minibatch_count(n if anchor is None else int((anchor == 0).sum()), self.config.minibatch_size)
-        distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        distributed = world_size() > 1
         if distributed:  # every rank must take the same number of optimizer steps (all-reduce per step)
             t = torch.tensor([k], device=self._device)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
@@ -162,7 +213,7 @@ class OPIDTorchLearner(TorchLearner):
         self.metrics.log_value((mid, "num_samples"), n, window=1)
         self.metrics.log_value((mid, "num_response_tokens"), float(n_tok), window=1)
         self.metrics.log_value((mid, "num_optimizer_steps"), k, window=1)
-        loss = loss_total / n_tok
+        loss = sum_over_ranks(loss_total) / sum_over_ranks(student_mask(data).sum()).clamp(min=1.0)  # every learner's
         return {}, {mid: loss}, {}
 
     def _minibatch_step(self, module, data: dict, distributed: bool):
@@ -170,7 +221,12 @@ class OPIDTorchLearner(TorchLearner):
         An empty minibatch (a rank with fewer rows) contributes zero gradients to the all-reduce."""
         n = int(data["response_ids"].shape[0])
         mb = max(1, int(self.config.micro_batch_size))
-        n_tok = student_tokens(data)
+        world = world_size()
+        # The token mean over every learner's rows of this minibatch; the gradient mean over ranks divides `world` out.
+        n_tok = sum_over_ranks(student_mask(data).sum()).clamp(min=1.0)
+        passes = -(-n // mb)
+        if self.sharded:  # each pass gathers and reduce-scatters: every rank runs as many
+            passes = int(max_over_ranks(torch.tensor(passes, device=self._device)))
         for optim in self._optimizer_parameters:
             optim.zero_grad(set_to_none=True)
         totals: dict[str, torch.Tensor] = {}
@@ -178,11 +234,14 @@ class OPIDTorchLearner(TorchLearner):
         # Length-sorted micro-batches; the token-mean loss is a sum over rows / n_tok, so the order
         # does not change it.
         order = length_order(data["prompt_len"], data["response_len"])
-        for s in range(0, n, mb):
+        for s in range(0, passes * mb, mb):
+            if s >= n:  # sharded, and this rank is out of rows
+                idle_pass(module.model, self._device)
+                continue
             sub = {k: v[order[s:s + mb]] for k, v in data.items()}
             fwd = module._forward_train(sub)
             loss_sum, stats = self._loss_sum(sub, fwd)
-            (loss_sum / n_tok).backward()  # accumulate: token-mean over the whole minibatch
+            (loss_sum * world / n_tok).backward()  # accumulate: token-mean over the whole minibatch
             loss_total = loss_total + loss_sum.detach()
             for k, v in stats.items():
                 totals[k] = totals.get(k, 0.0) + v
@@ -192,7 +251,65 @@ class OPIDTorchLearner(TorchLearner):
             if p.grad is None and p.requires_grad:
                 p.grad = torch.zeros_like(p)
         grads = {pid: p.grad for pid, p in self._params.items() if p.grad is not None}
-        if distributed:
+        if distributed and not self.sharded:  # sharded: FSDP reduce-scattered them during backward
             all_reduce_mean(list(grads.values()))
         self.apply_gradients(self.postprocess_gradients(grads))
         return loss_total, totals
+
+    # ---- sharded learners (sharding.py) ---------------------------------------------------
+    def _get_clip_function(self):
+        """The global norm over the whole model, every rank's shards included (RLlib's would see this rank's shard
+        only), as a sum of squares: RLlib's torch.norm of fp32 tensors drifted 5e-5 relative on CPU here, which
+        would keep the sharded and replicated steps apart."""
+        return sharding.clip_by_global_norm
+
+    def _get_global_norm_function(self):
+        return sharding.global_norm
+
+    def _make_batch_if_necessary(self, training_data):
+        """The learner connectors (the OPID re-score, pi_old) score each rank's own rows on weights gathered once."""
+        with sharding.gathered(policy_module(self.module).model):
+            return super()._make_batch_if_necessary(training_data)
+
+    def after_gradient_based_update(self, *, timesteps) -> None:
+        super().after_gradient_based_update(timesteps=timesteps)
+        if self.sharded:  # once per update: the weights the env runners get next
+            self.metrics.log_value((DEFAULT_MODULE_ID, "weights_gather_s"), self._gather_full_weights(), window=1)
+
+    def _gather_full_weights(self) -> float:
+        """Collective: the whole fp32 weights, kept on rank 0, which RLlib asks for weight syncs and checkpoints."""
+        policy = policy_module(self.module)
+        state, seconds = sharding.full_state(policy.model)
+        policy.full_state = state if dist.get_rank() == 0 else None
+        return seconds
+
+    def stage_checkpoint(self) -> None:
+        """Collective, before a checkpoint (OPID.save_to_path calls it on every learner): the whole weights and
+        optimizer state, kept on rank 0 for the next get_state. Gathered, not written per rank: with no shared disk,
+        per-rank files would land on different nodes."""
+        self._gather_full_weights()  # the weights of this moment, whatever the last update left
+        staged = {name: sharding.full_optimizer_state(optim) for name, optim in self._named_optimizers.items()}
+        self._staged_optimizer_state = staged if dist.get_rank() == 0 else None
+
+    def _get_optimizer_state(self):
+        if not self.sharded:
+            return super()._get_optimizer_state()
+        if self._staged_optimizer_state is None:
+            raise RuntimeError("sharded learner: the optimizer state is gathered by stage_checkpoint() on every "
+                               "learner first (OPID.save_to_path does it); rank 0 then returns it")
+        staged, self._staged_optimizer_state = self._staged_optimizer_state, None
+        return {name: {"module_id": self._optimizer_name_to_module[name], "state": state}
+                for name, state in staged.items()}
+
+    def _set_optimizer_state(self, state) -> None:
+        super()._set_optimizer_state(state)
+        if self.sharded:  # each rank keeps its slice of the whole state it was given
+            for optim in self._named_optimizers.values():
+                sharding.shard_optimizer_state(optim)
+
+
+def idle_pass(model, device) -> None:
+    """A zero-weight forward and backward on one token: a sharded rank out of rows still joins its peers' gathers
+    and reduce-scatters, contributing zero gradients."""
+    out = model(input_ids=torch.zeros((1, 1), dtype=torch.long, device=device), use_cache=False)
+    (out.logits.float().sum() * 0.0).backward()

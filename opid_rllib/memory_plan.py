@@ -12,6 +12,12 @@ The design modelled (the learner's mixed precision):
     reference model (2) when kl_coeff > 0;
   * LoRA: frozen base in the config dtype (bf16: 2 B/param), fp32 adapters with fp32 grads and
     AdamW state; the KL reference is the same model with adapters disabled (no second copy);
+  * sharded learners (sharding="fsdp", N learners): masters, grads and AdamW state divided by N; the
+    gathered weights on top: the root unit (embeddings, head, final norm) for the whole pass, two decoder
+    blocks (the one computing and the one prefetched) in the config dtype and one unit's fp32 gradient before
+    its reduce-scatter; the re-score before the update gathers the whole model in the config dtype, counted
+    where its peak (with the score pass) passes the training pass's; the KL reference stays a whole copy per
+    learner (no collective per pass);
   * samplers: a bf16 HF copy plus its KV cache on the env runner's GPU, or a vLLM engine that
     claims gpu_memory_utilization x card memory (weights + KV cache + its own activations).
 
@@ -177,6 +183,21 @@ class PlanInput:
     score_micro_batch_size: int = 8
     rollouts_per_iter: int = 128  # tasks_per_iter * group_size
     gpu_mem_gib: float = 80.0
+    sharding: str = "none"  # "fsdp": weights, grads and AdamW state split over the num_learners
+
+
+def sharded_learners(p: PlanInput) -> int:
+    """How many learners share the policy's state (1: each holds it whole)."""
+    return max(1, int(p.num_learners)) if p.sharding == "fsdp" else 1
+
+
+def gathered_block_bytes(a: Arch, wb: int) -> float:
+    """What a sharded learner gathers on top of its shards in forward/backward (module doc): the root unit, two
+    blocks in the config dtype (wb bytes per parameter) and one unit's fp32 gradient."""
+    counts = param_counts(a)
+    block = counts["layers"] / a.layers
+    root = counts["total"] - counts["layers"]
+    return wb * root + 2 * wb * block + 4 * max(block, root)
 
 
 def _devices(p: PlanInput, a: Arch):
@@ -187,18 +208,29 @@ def _devices(p: PlanInput, a: Arch):
     targets = tuple(p.lora.get("target_modules", LORA_TARGETS_ALL)) if lora else ()
     r = int(p.lora.get("r", 8)) if lora else 0
     n_train = lora_param_count(a, r, targets) if lora else n
-    learner = {
-        "weights": (wb * n + 4 * n_train) if lora else 4 * n,
-        "gradients": 4 * n_train,
-        "optimizer (AdamW m, v fp32)": 8 * n_train,
-        "bf16 compute copies (autocast)": 2 * n_train,
-    }
+    shards = sharded_learners(p)
+    if shards > 1:
+        learner = {f"weights (fp32 masters, 1/{shards})": 4 * n / shards,
+                   f"gradients (1/{shards})": 4 * n / shards,
+                   f"optimizer (AdamW m, v fp32, 1/{shards})": 8 * n / shards,
+                   "gathered blocks (forward/backward)": gathered_block_bytes(a, wb)}
+    else:
+        learner = {
+            "weights": (wb * n + 4 * n_train) if lora else 4 * n,
+            "gradients": 4 * n_train,
+            "optimizer (AdamW m, v fp32)": 8 * n_train,
+            "bf16 compute copies (autocast)": 2 * n_train,
+        }
     ref = "KL reference (LoRA: adapters off, shared)" if lora else f"KL reference model ({p.dtype})"
     learner[ref] = 0 if (lora or p.kl_coeff <= 0) else wb * n
     kw = dict(batch=p.micro_batch_size, prompt=p.max_prompt_len, response=p.max_new_tokens, lora=lora,
               lora_r=r, lora_targets=len(targets))
     act = {ck: activation_bytes(a, checkpointing=ck, **kw) for ck in (False, True)}
     learner["activations"] = act[p.gradient_checkpointing]
+    score = score_pass_bytes(a, batch=p.score_micro_batch_size, prompt=p.max_prompt_len, response=p.max_new_tokens)
+    if shards > 1:  # the re-score gathers the whole model; its peak may pass the training pass's
+        rescore = wb * n + score - learner["gathered blocks (forward/backward)"] - learner["activations"]
+        learner["whole model gathered to re-score (excess)"] = max(0.0, rescore)
     learner["reserve (CUDA context, fragmentation)"] = RESERVE_GIB * GIB
     t = p.max_prompt_len + p.max_new_tokens
     kv_per_token = 2 * a.layers * a.kv_heads * a.head_dim * wb
@@ -230,8 +262,7 @@ def _devices(p: PlanInput, a: Arch):
             notes.append("sampler: env runners get no GPU (num_gpus_per_env_runner=0 or no remote runners)")
     if p.num_gpus_per_learner <= 0:
         notes.append("learner: num_gpus_per_learner=0 runs it on CPU; the learner rows are what one GPU would hold")
-    score = score_pass_bytes(a, batch=p.score_micro_batch_size, prompt=p.max_prompt_len, response=p.max_new_tokens)
-    if score > act[p.gradient_checkpointing]:
+    if score > act[p.gradient_checkpointing] and shards == 1:
         notes.append(f"score()/re-scoring pass ({score / GIB:.1f} GiB) exceeds the training activations: "
                      "lower score_micro_batch_size")
     return devices, notes, act, n, n_train
@@ -278,7 +309,8 @@ def plan_input_from_config(cfg, gpu_mem_gib: float = 80.0, lora: dict | None = N
         generation_backend=str(g("generation_backend", "hf")),
         gpu_memory_utilization=float(kw.get("gpu_memory_utilization", 0.6)),
         score_micro_batch_size=int(g("score_micro_batch_size", 8)),
-        rollouts_per_iter=int(g("tasks_per_iter", 16)) * int(g("group_size", 8)), gpu_mem_gib=gpu_mem_gib)
+        rollouts_per_iter=int(g("tasks_per_iter", 16)) * int(g("group_size", 8)), gpu_mem_gib=gpu_mem_gib,
+        sharding=str(g("sharding", "none")))
 
 
 def format_plan(plan: dict) -> str:
@@ -290,7 +322,8 @@ def format_plan(plan: dict) -> str:
                 f"{plan['trainable_params'] / 1e6:.1f}M trainable" if lora else ", full fine-tuning") + ")",
              f"  micro_batch_size={p['micro_batch_size']} x (prompt {p['max_prompt_len']} + response "
              f"{p['max_new_tokens']}) tokens, gradient_checkpointing={p['gradient_checkpointing']}, "
-             f"{p['num_learners'] or 'local'} learner(s) x {p['num_gpus_per_learner']} GPU, "
+             f"{p['num_learners'] or 'local'} learner(s) x {p['num_gpus_per_learner']} GPU"
+             f"{' sharded (fsdp)' if p.get('sharding') == 'fsdp' else ''}, "
              f"{p['num_env_runners']} env runner(s) x {p['num_gpus_per_env_runner']} GPU, "
              f"sampler={p['generation_backend']}, {plan['gpu_mem_gib']:.0f} GiB cards"]
     for dev, rows in plan["devices"].items():

@@ -44,14 +44,14 @@ class LLMRLModule(TorchRLModule):
     def setup(self):
         from transformers import AutoTokenizer
 
-        from opid_rllib.models.resolve import load_model
+        from opid_rllib.models.resolve import load_model, node_model_path
 
         cfg = self.model_config or {}
         # Every process that builds the policy (Ray's runners and learners too): torch_threads, else 1 without CUDA.
         apply_torch_threads(cfg.get("torch_threads"))
-        path = cfg.get("model_path")
-        if not path:
+        if not cfg.get("model_path"):
             raise ValueError("model_config['model_path'] is required: run opid_rllib.models.resolve_model first")
+        path = node_model_path(cfg)  # this node's copy: cluster nodes share no disk
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         name = cfg.get("dtype", "float32")
         if name not in DTYPES:
@@ -64,6 +64,7 @@ class LLMRLModule(TorchRLModule):
         self.model = load_model(path, weights)
         if cfg.get("gradient_checkpointing") and not self.inference_only:
             self.model.gradient_checkpointing_enable()
+            self.model.train()  # transformers checkpoints only in training mode; from_pretrained returns eval()
             if lora:
                 self.model.enable_input_require_grads()  # checkpointed blocks need a grad-carrying input
         if lora:
@@ -99,7 +100,9 @@ class LLMRLModule(TorchRLModule):
 
                 kw = dict(cfg.get("backend_kwargs", {}))
                 kw.setdefault("dtype", cfg.get("dtype", "float32"))
-                self._backend = make_backend(name, model_path=cfg["model_path"], **kw)
+                from opid_rllib.models.resolve import node_model_path
+
+                self._backend = make_backend(name, model_path=node_model_path(cfg), **kw)
         return self._backend
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], *, temperature: float | None = None,
@@ -178,10 +181,15 @@ class LLMRLModule(TorchRLModule):
         """Full precision for checkpoints; with inference_only (weight sync to the samplers)
         floating tensors are cast to the compute dtype, halving what a bf16 run ships."""
         from opid_rllib.models.lora import adapter_state, is_lora, merged_state
+        from opid_rllib.sharding import is_sharded
 
         cast = self.compute_dtype if inference_only else None
         items = self.state_dict().items()
-        if is_lora(self.model):  # checkpoints: adapters only; samplers: merged plain weights
+        if is_sharded(self.model):  # the whole weights the learner gathered after its last update (sharding.py)
+            if getattr(self, "full_state", None) is None:
+                raise RuntimeError("a sharded policy's whole weights are kept on learner rank 0 only")
+            items = (("model." + k, v) for k, v in self.full_state.items())
+        elif is_lora(self.model):  # checkpoints: adapters only; samplers: merged plain weights
             if not inference_only:
                 return {"model." + k: v.cpu().clone() for k, v in adapter_state(self.model).items()}
             items = (("model." + k, v) for k, v in merged_state(self.model).items())
@@ -206,6 +214,14 @@ class LLMRLModule(TorchRLModule):
                 raise ValueError(f"LLMRLModule.set_state: a LoRA module takes exactly its adapter tensors; missing "
                                  f"{sorted(want - set(state))[:3]}, unexpected {sorted(set(state) - want)[:3]}")
             self.load_state_dict(state, strict=False)
+            return
+        from opid_rllib.sharding import is_sharded, load_full_state
+
+        if is_sharded(self.model):  # whole weights in: every rank keeps its slice, rank 0 the whole (get_state)
+            whole = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
+            load_full_state(self.model, whole)
+            if getattr(self, "full_state", None) is not None:
+                self.full_state = {k: v.detach().cpu().clone() for k, v in whole.items()}
             return
         if self.inference_only:  # fp32 master weights arrive as bf16/fp16 copies (vLLM gets the same)
             state = {k: v.to(self.compute_dtype) if v.is_floating_point() else v for k, v in state.items()}

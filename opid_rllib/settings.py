@@ -12,6 +12,8 @@ from opid_rllib.analyzer.registry import ANALYZER_CHOICES
 
 # Compute dtypes (OPIDConfig.dtype, the CLIs' --dtype). SFT trains without loss scaling, so not in float16.
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
+# How N learners hold the policy (OPIDConfig.sharding, opid-train --sharding).
+SHARDING_CHOICES = ("none", "fsdp")
 SFT_DTYPE_NAMES = ("float32", "bfloat16")
 
 # Typed OPID settings: name -> (default, type). Defaults follow the reference's scripts
@@ -30,6 +32,9 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     "progress_interval_s": (10.0, float),
     # LoRA adapters (peft): None, or {"r": 16, "alpha": 32, "target_modules": [...], "dropout": 0.0}.
     "lora": (None, dict),
+    # How N learners hold the policy: "none" replicates it (an all-reduce of gradients, grad_sync.py); "fsdp" shards
+    # weights, gradients and AdamW state across them with FSDP2 (sharding.py), for full fine-tunes past one GPU.
+    "sharding": ("none", str),
     # groups
     "group_size": (8, int), "tasks_per_iter": (16, int),
     # An explicit list of the env's task ids to train on (None: all of them); the learning gate trains on a fixed

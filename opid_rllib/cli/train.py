@@ -45,7 +45,7 @@ def config_from_args(args):
 # Command-line settings a prepared config (opid-train's or a tuned example's) takes when given.
 _LLM_FLAGS = {"model": "llm_model", "max_new_tokens": "max_new_tokens", "max_prompt_len": "max_prompt_len",
               "history_length": "history_length", "max_steps": "max_steps", "generation_backend": "generation_backend",
-              "dtype": "dtype", "torch_threads": "torch_threads"}
+              "dtype": "dtype", "torch_threads": "torch_threads", "sharding": "sharding"}
 _TRAIN_FLAGS = ("group_size", "tasks_per_iter", "lr", "minibatch_size", "episode_skill_adv_weight",
                 "step_skill_adv_weight", "skill_routing", "max_step_skills_per_traj", "invalid_action_penalty",
                 "kl_coeff", "entropy_coeff", "clip_ratio_low", "clip_ratio_high", "micro_batch_size",

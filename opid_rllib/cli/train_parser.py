@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from opid_rllib.presets import PRESETS
+from opid_rllib.settings import SHARDING_CHOICES
 
 DESCRIPTION = """`opid-train`: train an LLM agent with OPID (or a baseline preset) on a text env, through Ray Tune.
 
@@ -155,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="remote env runners (default: the config's, 0 = sample in the driver)")
     g.add_argument("--num-learners", type=int, default=None,
                    help="remote learners, data-parallel (default: the config's, 0 = learn in the driver)")
+    g.add_argument("--sharding", default=None, choices=SHARDING_CHOICES,
+                   help="how the learners hold the policy: none (default) replicates it and averages gradients; "
+                        "fsdp shards weights, gradients and AdamW state across them (FSDP2; needs --num-learners >= 2)")
     g.add_argument("--num-gpus-per-learner", type=float, default=None, help="GPUs per learner (default: the config's)")
     g.add_argument("--num-cpus", type=int, default=0, help="CPUs Ray may use (0: all)")
     g.add_argument("--torch-threads", type=int, default=None,

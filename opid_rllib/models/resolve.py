@@ -29,6 +29,25 @@ def resolve_model(spec, cache_dir=None) -> Path:
     return _resolve_hub_id(s)
 
 
+def node_model_path(model_config: dict) -> str:
+    """The policy's folder on this node: the driver's resolved `model_path` where this node sees it, else the spec
+    (`model_spec`) resolved here, into this node's own cache ("tiny" is rebuilt byte-identically, a hub id comes
+    from this node's HF cache). Why: a Ray cluster's nodes share no disk, and the driver's cache is its own."""
+    path, spec = model_config.get("model_path"), model_config.get("model_spec")
+    if path and (Path(path) / "config.json").exists():
+        return str(path)
+    if spec is None or Path(str(spec)).expanduser().is_absolute():
+        raise ModelResolutionError(f"model folder {path!r} is not on this node ({_node_name()}): a local folder must "
+                                   "be at the same path on every node of the cluster (or use a hub id or 'tiny')")
+    return str(resolve_model(spec))
+
+
+def _node_name() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
 def _resolve_hub_id(repo_id: str) -> Path:
     err = None
     try:

@@ -74,6 +74,8 @@ def _run(fn, *a) -> tuple[int, str, str]:
     (["--kl-coeff", "-0.1"], "kl_coeff=-0.1: must be >= 0"),
     (["--clip-ratio-low", "1.5"], "clip_ratio_low=1.5: must be in (0, 1)"),
     (["--micro-batch-size", "0"], "--micro-batch-size"),
+    (["--sharding", "fsdp"], "sharding='fsdp' needs num_learners >= 2 (got 0)"),
+    (["--sharding", "zero3"], "argument --sharding: invalid choice: 'zero3'"),
 ])
 def test_bad_input_is_one_line_before_ray(tmp_path, argv, says):
     out_dir = tmp_path / "run"

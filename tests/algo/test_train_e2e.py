@@ -1,5 +1,5 @@
-"""End to end with Ray: opid-train, the weight-sweep example (a Tune grid), two learners (DDP over gloo),
-checkpoint/resume."""
+"""End to end with Ray: opid-train (two sharded learners), the weight-sweep example (a Tune grid), two learners
+(all-reduce over gloo), checkpoint/resume."""
 
 import glob
 import json
@@ -26,11 +26,17 @@ def ray_local():
 
 
 def test_opid_train_cli_two_iterations(tmp_path):
+    """Through Tune, with two learners sharding the policy (sharding="fsdp"): result.json names the sharding and the
+    once-per-update gather, and the final checkpoint exports to a folder transformers loads, with trained weights."""
+    from transformers import AutoModelForCausalLM
+
     from opid_rllib.cli.train import main
+    from opid_rllib.export import export_checkpoint
+    from opid_rllib.models import resolve_model
 
     rc = main(["--env", "searchqa", "--cpu-example", "--stop-iters", "2", "--max-steps", "2",
-               "--tasks-per-iter", "2", "--group-size", "2", "--max-new-tokens", "8",
-               "--output", str(tmp_path), "--checkpoint-at-end", "--num-cpus", "2"])
+               "--tasks-per-iter", "2", "--group-size", "2", "--max-new-tokens", "8", "--num-learners", "2",
+               "--sharding", "fsdp", "--output", str(tmp_path), "--checkpoint-at-end", "--num-cpus", "4"])
     assert rc == 0
     trial = glob.glob(str(tmp_path / "opid-searchqa" / "OPID_*"))[0]
     rows = [json.loads(line) for line in open(os.path.join(trial, "result.json"))]
@@ -40,9 +46,13 @@ def test_opid_train_cli_two_iterations(tmp_path):
     learner = last["learners"]["default_policy"]
     for key in ("policy_loss", "kl_ref", "entropy", "clip_frac", "num_response_tokens"):
         assert np.isfinite(learner[key])
-    assert last["learners"]["opid"]["analysis_trajectories"] == 4
+    assert last["learners"]["opid"]["analysis_trajectories"] == 4 / 2  # each learner's half of the 4 (a mean)
+    assert all(r["sharding"] == "fsdp" and r["learners"]["default_policy"]["weights_gather_s"] > 0 for r in rows)
     assert glob.glob(os.path.join(trial, "events.out.tfevents.*"))  # TensorBoard
-    assert glob.glob(os.path.join(trial, "checkpoint_*"))
+    (ckpt,) = glob.glob(os.path.join(trial, "checkpoint_*"))
+    exported = AutoModelForCausalLM.from_pretrained(export_checkpoint(ckpt, tmp_path / "hf")).state_dict()
+    base = AutoModelForCausalLM.from_pretrained(resolve_model("tiny")).state_dict()
+    assert set(exported) == set(base) and any(not torch.equal(exported[k], base[k]) for k in base)
     dumps = sorted(glob.glob(os.path.join(trial, "opid_skills", "iter_*.jsonl")))
     assert len(dumps) == 2
     rec = json.loads(open(dumps[0]).readline())

@@ -39,6 +39,13 @@ def test_gpu_check_runs_ray_free_on_cpu(tmp_path):
     assert lora["base_weights_changed"] == 0 and lora["fraction_of_adapter_weights_moved_by_step2"] > 0.5
     assert lora["adapters_off_max_abs_diff_vs_base"] == 0.0 < lora["adapters_on_max_abs_diff_vs_base"]
     assert rep["plan_estimate_gib"]["full_finetune"]["rows"]["weights"] > 0
+    # The single-rank FSDP2 step: one shard per block then the root, the same step as unsharded up to bf16
+    # rounding; no weight further from the plain step's than a sign flip of one lr-1e-6 AdamW step.
+    fsdp = rep["fsdp_single_rank"]
+    assert fsdp["blocks"] == 4  # the tiny model's decoder blocks
+    assert fsdp["loss"]["fsdp"] == pytest.approx(fsdp["loss"]["plain"], rel=1e-2)
+    assert fsdp["grad_norm"]["fsdp"] == pytest.approx(fsdp["grad_norm"]["plain"], rel=2e-2)
+    assert fsdp["weights_max_abs_diff_vs_plain"] < 2.5e-6 and fsdp["gather_seconds"] > 0
 
 
 def test_gpu_check_and_cuda_tests_import_no_ray():

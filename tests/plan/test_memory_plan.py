@@ -163,3 +163,39 @@ def test_recipe_script_plan_reads_its_lora():
                        capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "LoRA r=64 on 7 modules" in r.stdout and "fits" in r.stdout
+
+
+def test_sharded_learners_divide_the_state_and_add_what_they_gather():
+    """sharding="fsdp" over 8 learners: masters, grads and AdamW state / 8; the gathered blocks and the whole
+    model gathered for the re-score on top; the same activations and KL reference."""
+    from dataclasses import replace
+
+    p = PlanInput("Qwen/Qwen2.5-7B-Instruct", micro_batch_size=1, gradient_checkpointing=True, num_learners=8)
+    whole = compute_plan(p)
+    sharded = compute_plan(replace(p, sharding="fsdp"))
+    n = whole["params"] / GIB
+    rows, wrows = sharded["devices"]["learner GPU"], whole["devices"]["learner GPU"]
+    assert rows["weights (fp32 masters, 1/8)"] == pytest.approx(4 * n / 8)
+    assert rows["gradients (1/8)"] == pytest.approx(4 * n / 8)
+    assert rows["optimizer (AdamW m, v fp32, 1/8)"] == pytest.approx(8 * n / 8)
+    counts = param_counts(KNOWN_ARCHS["Qwen/Qwen2.5-7B-Instruct"])
+    block = counts["layers"] / 28 / GIB
+    assert 2 * 2 * block < rows["gathered blocks (forward/backward)"] < 2 * n / 2  # a few units, not the model
+    # the re-score's peak: the whole bf16 model gathered next to the score pass, beyond the training pass's
+    assert rows["gathered blocks (forward/backward)"] + rows["activations"] + rows[
+        "whole model gathered to re-score (excess)"] >= 2 * n
+    assert rows["activations"] == wrows["activations"]
+    assert rows["KL reference model (bfloat16)"] == wrows["KL reference model (bfloat16)"]
+    assert not whole["fits"]["learner GPU"] and sharded["fits"]["learner GPU"]
+
+
+def test_opid_train_plans_a_sharded_7b_full_fine_tune_on_8_cards(capsys):
+    from opid_rllib.cli.train import main as train_main
+
+    argv = ["--model", "Qwen/Qwen2.5-7B-Instruct", "--dtype", "bfloat16", "--num-learners", "8",
+            "--num-gpus-per-learner", "1", "--micro-batch-size", "1", "--plan"]
+    assert train_main(argv) == 1  # replicated: 16 B/param on every card
+    assert "DOES NOT FIT" in capsys.readouterr().out
+    assert train_main([*argv, "--sharding", "fsdp"]) == 0
+    out = capsys.readouterr().out
+    assert "8 learner(s) x 1.0 GPU sharded (fsdp)" in out and "full fine-tuning" in out and " fits (" in out
