@@ -65,6 +65,7 @@ class LLMRLModule(TorchRLModule):
         if cfg.get("gradient_checkpointing") and not self.inference_only:
             self.model.gradient_checkpointing_enable()
             self.model.train()  # transformers checkpoints only in training mode; from_pretrained returns eval()
+            _dropout_off(self.model)  # ...but the policy's math stays eval()'s: PPO's ratio must not see dropout
             if lora:
                 self.model.enable_input_require_grads()  # checkpointed blocks need a grad-carrying input
         if lora:
@@ -231,3 +232,18 @@ class LLMRLModule(TorchRLModule):
             raise ValueError(f"LLMRLModule.set_state: missing keys {sorted(set(missing) - tied)[:5]}")
         if self._backend is not None and getattr(self._backend, "name", "hf") != "hf":
             self._backend.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
+
+
+def _dropout_off(model) -> int:
+    """Zero every dropout of `model` (nn.Dropout layers and the attention modules' `attention_dropout`), as TRL's
+    GRPO does by default: training mode is for gradient checkpointing here, and log pi(y | x) must equal the
+    sampler's. Returns how many it zeroed (adapters added later keep their own dropout)."""
+    import torch
+
+    n = 0
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout) and module.p:
+            module.p, n = 0.0, n + 1
+        if isinstance(getattr(module, "attention_dropout", None), float) and module.attention_dropout:
+            module.attention_dropout, n = 0.0, n + 1
+    return n

@@ -27,3 +27,23 @@ def test_checkpointing_recomputes_blocks_and_takes_the_same_step():
     assert ckpt["loss"] == plain["loss"]
     for name, g in plain["grads"].items():
         torch.testing.assert_close(ckpt["grads"][name], g, atol=1e-7, rtol=0)
+
+
+def test_training_mode_for_checkpointing_keeps_dropout_off():
+    """The learner's policy is in training mode only for checkpointing: a model with dropout (here attention and
+    residual dropout 0.5, built offline) gives the eval-mode logits after _dropout_off, not a random draw."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from opid_rllib.rl_module import _dropout_off
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=64, n_positions=32, attn_pdrop=0.5,
+                     resid_pdrop=0.5, embd_pdrop=0.5)
+    model = GPT2LMHeadModel(cfg).eval()
+    ids = torch.randint(0, 64, (2, 12))
+    with torch.no_grad():
+        want = model(ids).logits
+        model.train()
+        assert not torch.equal(model(ids).logits, want)  # dropout on: the test can fail
+        assert _dropout_off(model) > 0
+        torch.testing.assert_close(model(ids).logits, want, atol=0, rtol=0)
