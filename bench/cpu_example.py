@@ -2,6 +2,7 @@
 
     python -m bench.cpu_example --seeds 0,1,2 --stop-iters 10 --json bench/results/cpu_example.json
     python -m bench.cpu_example --seeds 0 -- --lr 1e-4 --group-size 4     # any opid-train flags after --
+    python -m bench.cpu_example --table bench/results/cpu_example.json     # the table docs/RESULTS.md quotes
 
 Each run is the config `opid-train --env alfworld --cpu-example --model WARM_START --seed S [FLAGS]` builds (the
 same parser and config_from_args), started from the warm start `opid-sft --env alfworld --cpu-example` writes (the
@@ -69,6 +70,8 @@ def run_seed(model: str, seed: int, stop_iters: int, flags: list[str]) -> dict:
             result = algo.train()
             train.append(float(result["opid"]["success_rate"]))
             evals.append(float(result["evaluation"]["success_rate"]))
+            learner = result.get("learners", {}).get("default_policy", {})
+            stats[-1].update({k: round(float(learner[k]), 4) for k in ("entropy", "kl_ref") if k in learner})
             print(f"[cpu_example] seed {seed} iter {it}: eval {evals[-1]:.3f} train {train[-1]:.3f} {stats[-1]} "
                   f"({time.perf_counter() - t0:.0f}s)", flush=True)
     finally:
@@ -79,6 +82,19 @@ def run_seed(model: str, seed: int, stop_iters: int, flags: list[str]) -> dict:
             "passed": bool(last > evals[0]), "seconds": round(time.perf_counter() - t0, 1)}
 
 
+def table(summary: dict) -> str:
+    """The curves as the Markdown table docs/RESULTS.md quotes: per seed, success before training and after each
+    iteration, the first iteration's against the mean of the last WINDOW."""
+    n = summary["stop_iters"]
+    head = "| seed | before | " + " | ".join(str(i) for i in range(1, n + 1)) + f" | last {WINDOW} | passed |"
+    rows = [head, "|" + "---|" * (n + 5)]
+    for r in summary["runs"]:
+        curve = " | ".join(f"{x:.2f}" for x in r["curve"])
+        rows.append(f"| {r['seed']} | {r['base']:.2f} | {curve} | {r[f'last{WINDOW}_mean']:.2f} | "
+                    f"{'yes' if r['passed'] else 'no'} |")
+    return "\n".join(rows)
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     flags = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -86,7 +102,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--stop-iters", type=int, default=10)
     ap.add_argument("--json", default=None, help="write the curves here (runs already in it for other seeds are kept)")
+    ap.add_argument("--table", default=None, metavar="JSON", help="print the Markdown table of a results file, run nothing")
     args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if args.table:
+        print(table(json.loads(Path(args.table).read_text())))
+        return 0
     import ray
 
     from tuned_examples import alfworld_rung1 as rung1

@@ -63,6 +63,9 @@ def apply_overrides(cfg, args):
     not silently ignore the flags.
     """
     llm = {key: getattr(args, flag) for flag, key in _LLM_FLAGS.items() if getattr(args, flag, None) is not None}
+    if "llm_model" in llm and os.path.isdir(os.path.expanduser(llm["llm_model"])):
+        # absolute: Tune runs each trial in its own working folder, where `--model sft/` is not there
+        llm["llm_model"] = os.path.abspath(os.path.expanduser(llm["llm_model"]))
     train = {k: getattr(args, k) for k in _TRAIN_FLAGS if getattr(args, k, None) is not None}
     if llm:
         cfg.llm(**llm)

@@ -355,3 +355,12 @@ def test_cpu_example_trains_alfworld_on_the_six_games_of_its_warm_start():
     assert config_from_args(p.parse_args(["--env", "searchqa", "--cpu-example"])).train_task_ids is None
     assert config_from_args(p.parse_args(["--cpu-example", "--split", "valid_seen"])).train_task_ids is None
     assert config_from_args(p.parse_args(["--env", "alfworld"])).train_task_ids is None
+
+
+def test_a_relative_model_folder_is_made_absolute(tmp_path, monkeypatch):
+    """Tune runs a trial in its own working folder: `--model sft/` from the README failed there as a hub id."""
+    (tmp_path / "sft").mkdir()
+    monkeypatch.chdir(tmp_path)
+    p = build_parser()
+    assert config_from_args(p.parse_args(["--model", "sft/"])).llm_model == str(tmp_path / "sft")
+    assert config_from_args(p.parse_args(["--model", "tiny"])).llm_model == "tiny"  # not a folder here: a name
