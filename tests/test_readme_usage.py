@@ -4,16 +4,18 @@ from what the commands accept, name or write."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from opid_rllib.cli.tune_console import STATUS_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,6 +58,13 @@ def console_script(name: str) -> list[str]:
     return [sys.executable, "-c", f"import sys; from {module} import {func}; sys.exit({func}())"]
 
 
+def assert_readable_tune_console(text: str) -> None:
+    """Issue 92's Tune console, piped: no colour codes, no line over 2,000 characters, no per-result config dump."""
+    assert "\x1b[" not in text
+    assert max(len(line) for line in text.splitlines()) <= 2000
+    assert "with parameters=" not in text
+
+
 def test_usage_block_is_parsed_into_the_commands_it_shows():
     lines = usage_lines((ROOT / "README.md").read_text())
     assert [argv[0] for argv in lines] == ["opid-sft", "opid-train", "tensorboard", "opid-export", "opid-eval",
@@ -65,6 +74,8 @@ def test_usage_block_is_parsed_into_the_commands_it_shows():
 
 @pytest.mark.slow  # starts Ray (Tune) and loads the model in five processes
 def test_usage_block_runs_as_printed(tmp_path):
+    """The README's chain in a scratch folder: warm start -> Tune run (a readable piped console, its checkpoint
+    printed) -> export of that path -> evaluation -> report."""
     lines = usage_lines((ROOT / "README.md").read_text())
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_COLOR_PREFIX")}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""))
@@ -83,11 +94,18 @@ def test_usage_block_runs_as_printed(tmp_path):
         assert p.returncode == 0, f"{' '.join(cmd)}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
         if cmd[0] == "opid-train":
             printed = p.stdout
-            assert "\x1b[" not in p.stdout + p.stderr  # piped: no colour codes
-    # the export line's path is the one opid-train printed
-    said = re.search(r"\[opid-train\] checkpoint: (\S+)", printed).group(1)
+            assert_readable_tune_console(p.stdout + p.stderr)
+    # the export line's path is the one opid-train printed, once
+    said = re.findall(r"\[opid-train\] checkpoint: (\S+)", printed)
     export = next(argv for argv in lines if argv[0] == "opid-export")
-    assert [p.resolve() for p in tmp_path.glob(export[1])] == [Path(said).resolve()]
+    assert len(said) == 1 and [p.resolve() for p in tmp_path.glob(export[1])] == [Path(said[0]).resolve()]
+    trial = Path(said[0]).parent
+    last = json.loads((trial / "result.json").read_text().splitlines()[-1])
+    for key in STATUS_COLUMNS:  # every column of Tune's status table is a number our results carry
+        value = last
+        for part in key.split("/"):
+            value = value[part]
+        assert isinstance(value, (int, float)), key
     assert (tmp_path / export[2] / "config.json").exists()
     assert list((tmp_path / "runs").rglob("report/index.html")), times
     print("seconds per command:", times)
