@@ -87,7 +87,7 @@ def table(summary: dict) -> str:
     iteration, the first iteration's against the mean of the last WINDOW."""
     n = summary["stop_iters"]
     head = "| seed | before | " + " | ".join(str(i) for i in range(1, n + 1)) + f" | last {WINDOW} | passed |"
-    rows = [head, "|" + "---|" * (n + 5)]
+    rows = [head, "|" + "---|" * (n + 4)]
     for r in summary["runs"]:
         curve = " | ".join(f"{x:.2f}" for x in r["curve"])
         rows.append(f"| {r['seed']} | {r['base']:.2f} | {curve} | {r[f'last{WINDOW}_mean']:.2f} | "

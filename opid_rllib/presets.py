@@ -30,23 +30,23 @@ PRESETS: dict[str, dict] = {
     "opid_content_free": {"content_free_skills": True},
 }
 
-# Sizes that run end to end on a 2-core laptop CPU with the tiny model (nanoGPT spirit); one to two minutes per
-# iteration. They are the learning gate's rung-1 sizes (tuned_examples/alfworld_rung1.py), which learn from the warm
-# start; the earlier 4 copies x 4 tasks, 20 steps at lr 1e-4 made that warm start worse (docs/RESULTS.md, "The CPU
-# example learns": python -m bench.cpu_example). Why: GRPO normalises each group's scores by their spread, and a
-# group with no win (no loss) has only the invalid-action penalty to spread, so a single malformed step turns into
-# unit-scale advantages: the malformed step strongly negative, every other step of the lost episodes positive. With 4
-# copies of a game the policy wins 40 % of, most groups had no win, and 20 steps made lost episodes long: most of the
-# positive advantage reinforced the commands of lost games. 8 copies give most groups a win to learn from, 12 steps
-# (the games' expert plans take 4-9) keep lost episodes short, and lr 2e-4 moves a 3M-parameter model in 10
-# iterations (lr 1e-12 did not change the decline: the update's direction was wrong, not its size).
-# max_new_tokens 48: the quickstart's warm start answers with a short reasoning in ~28 tokens (35 max); the CPU
-# example's (opid-sft --cpu-example) in ~10, and generation stops at the closing action tag.
+# Sizes that run end to end on a 2-core laptop CPU with the tiny model (nanoGPT spirit), about 2 min an iteration:
+# the learning gate's rung-1 sizes (tuned_examples/alfworld_rung1.py), 8 copies of 3 games an iteration, 12 steps,
+# lr 2e-4, which that gate saw reach its warm start + 15 points on 3 seeds. On ALFWorld the example trains on six
+# fixed games, from the warm start `opid-sft --env alfworld --cpu-example` (cpu_example_settings).
+# Why the example did not learn before (issue 92; docs/RESULTS.md, "The CPU example learns", python -m
+# bench.cpu_example): it drew its tasks from all 330 ALFWorld train games, and the README started it from the untrained
+# tiny model: no wins, so GRPO's groups had nothing to learn from. On the six games from their warm start the earlier
+# sizes (4 copies x 4 games, 20 steps, lr 1e-4) rose too there (seed 0), not slower; with 4 copies half of an
+# iteration's groups were all won or all lost (no outcome contrast: nothing for GRPO to learn from), with 8 a third to
+# a half. max_new_tokens 48: the quickstart's warm start answers with a short reasoning in ~28 tokens (35 max), and
+# generation stops at the closing action tag.
 CPU_TINY = {
     "llm_model": "tiny", "group_size": 8, "tasks_per_iter": 3, "max_steps": 12, "history_length": 2,
     "max_new_tokens": 48, "max_prompt_len": 1024, "micro_batch_size": 32, "score_micro_batch_size": 32,
     "lr": 2e-4, "analyzer_num_workers": 2,
 }
+
 
 def cpu_example_settings(env: str = "alfworld", split: str = "train") -> dict:
     """CPU_TINY, and on ALFWorld's train split six fixed games (the panel alfworld/cpu_example@v1, which `opid-sft
