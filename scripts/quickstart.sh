@@ -50,7 +50,7 @@ opid-sft --env alfworld --model tiny --out "$OUT/sft" --overwrite --tasks "$SFT_
   ${TT[@]+"${TT[@]}"}
 phase "OPID training: $ITERS iteration(s)"
 opid-train --env alfworld --cpu-example --model "$OUT/sft" --stop-iters "$ITERS" \
-  --tasks-per-iter "$TASKS_PER_ITER" --no-tune \
+  --tasks-per-iter "$TASKS_PER_ITER" --group-size 4 --no-tune \
   --output "$OUT/train" --checkpoint-at-end ${TT[@]+"${TT[@]}"}
 phase "export"
 opid-export "$OUT/train/checkpoint_final" "$OUT/policy"

@@ -22,7 +22,6 @@ each game. Each run ends with a play at the eval temperature, reported beside th
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -31,15 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-# One game of each task type, the shortest expert plans of the generated train split (envs/alfworld/specs.jsonl).
-GAMES = [
-    "look_at_obj_in_light-Pillow-None-FloorLamp-217/trial_s25857431",
-    "pick_and_place_simple-Bowl-None-Dresser-317/trial_s00193388",
-    "pick_clean_then_place_in_recep-Tomato-None-DiningTable-26/trial_s61085295",
-    "pick_cool_then_place_in_recep-Bowl-None-DiningTable-17/trial_s03271550",
-    "pick_heat_then_place_in_recep-Apple-None-CounterTop-7/trial_s55060010",
-    "pick_two_obj_and_place-HandTowel-None-BathtubBasin-419/trial_s22386097",
-]
+from envs.alfworld.panels import CPU_EXAMPLE_GAMES
+# The base (the module doc), which opid-sft --cpu-example builds too: opid_rllib/sft/cpu_example.py.
+from opid_rllib.sft.cpu_example import WARM_START, warm_start  # noqa: F401
+
+# One game of each task type, the shortest expert plans of the generated train split (envs/alfworld/specs.jsonl);
+# the CPU example (opid-train --cpu-example) trains on the same six.
+GAMES = list(CPU_EXAMPLE_GAMES)
 ENV_CONFIG = {"split": "train"}
 SETTINGS = dict(group_size=8, tasks_per_iter=3, max_steps=12, history_length=2, max_new_tokens=24,
                 max_prompt_len=1024, micro_batch_size=32, score_micro_batch_size=32, lr=2e-4,
@@ -55,43 +52,12 @@ BASE_COPIES, BASE_SEED = 16, 999
 # +15-point target at the ceiling of a 24-episode evaluation's noise. Each run also plays BASE_COPIES x the games at
 # the eval temperature at its end.
 GATE_TEMPERATURE = 1.0
-WARM_START = dict(repeats=8, epochs=14, lr=3e-3, batch_size=8, seed=0, skill_fraction=0.5, deviation_prob=0.2,
-                  step_skill_wording="analyzer")
 # The same games on a pretrained model (issue 90, part 4): SmolLM2-135M-Instruct given a skill-literate warm start
 # (docs/STUDIES.md: one epoch of such demos made its oracle teacher win 92.9 % where the student won 11.1 %), at its
 # SFT lr, in bf16 (the warm start and the plays; fp32 masters): this CPU has AVX512-BF16, where SmolLM2's SFT ran
 # 4x its fp32 rate. `warm_start(**SMOLLM2_WARM_START)`; `opid-gap --example alfworld_rung1 --base smollm2`.
 SMOLLM2_WARM_START = dict(model="smollm2-135m", repeats=4, epochs=1, lr=1e-4, dtype="bfloat16",
                           deviation_prob=0.15)
-
-
-def warm_start(cache_dir: str | os.PathLike | None = None, **changes) -> Path:
-    """The base: behaviour cloning of the tiny model on the expert's play of GAMES (see the module doc), cached."""
-    from opid_rllib.models import resolve_model
-    from opid_rllib.models.cache import _build_cached, default_cache_dir
-    from opid_rllib.sft.demos import collect_demonstrations
-    from opid_rllib.sft.train import train_sft
-
-    ws = dict(WARM_START, **changes)
-    # the tiny base's key (its cache folder) predates these two settings, so they join it only when set
-    model = resolve_model(ws.pop("model", "tiny"))
-    dtype = ws.pop("dtype", "float32")
-    extra = {} if dtype == "float32" else {"dtype": dtype}
-    demos = collect_demonstrations(  # deviations make the expert recover from a wrong command, as RL rollouts need
-        "alfworld", task_ids=GAMES * ws["repeats"], num_tasks=len(GAMES) * ws["repeats"],
-        history_length=SETTINGS["history_length"], max_steps=SETTINGS["max_steps"], seed=ws["seed"],
-        skill_fraction=ws["skill_fraction"], deviation_prob=ws["deviation_prob"], response_style="action",
-        step_skill_wording=ws["step_skill_wording"], env_kwargs=ENV_CONFIG)
-    key = hashlib.sha256(json.dumps([dict(ws, **extra), model.name, [(d.prompt, d.response) for d in demos]],
-                                    sort_keys=True).encode()).hexdigest()[:8]
-
-    def build(tmp: Path) -> None:
-        train_sft(model, demos, tmp, epochs=ws["epochs"], lr=ws["lr"], batch_size=ws["batch_size"],
-                  max_prompt_len=SETTINGS["max_prompt_len"], seed=ws["seed"], dtype=dtype,
-                  progress_every_s=-1 if model.name.startswith("tiny") else 10.0, log=None)
-
-    prefix = "alfworld-rung1" if model.name.startswith("tiny") else f"alfworld-rung1-{model.name}"
-    return _build_cached(Path(cache_dir or default_cache_dir()) / "models" / f"{prefix}-{key}", build)
 
 
 def make_config(preset: str, model: str | os.PathLike, seed: int, **overrides):
@@ -101,9 +67,12 @@ def make_config(preset: str, model: str | os.PathLike, seed: int, **overrides):
     settings = dict(SETTINGS, llm_model=str(model), train_task_ids=list(GAMES),
                     **(OPID_SETTINGS if preset != "grpo" else {}), **overrides)
     cfg = OPIDConfig().environment("alfworld", env_config=dict(ENV_CONFIG, max_steps=settings["max_steps"]))
-    cfg = apply_preset(cfg, preset, **settings).debugging(seed=seed)
-    # The gate's per-iteration held-in success, RLlib's way (opid_rllib/evaluation.py): after every iteration each
-    # game EVAL_COPIES times at the gate temperature, on the training runner, with seeds of its own each time.
+    return gate_evaluation(apply_preset(cfg, preset, **settings).debugging(seed=seed), seed)
+
+
+def gate_evaluation(cfg, seed: int):
+    """The gate's per-iteration held-in success, RLlib's way (opid_rllib/evaluation.py): after every iteration each
+    game EVAL_COPIES times at the gate temperature, on the training runner, with seeds of its own each time."""
     plays = [g for g in GAMES for _ in range(EVAL_COPIES)]
     return cfg.evaluation(evaluation_interval=1, evaluation_duration=len(plays), eval_task_ids=plays,
                           eval_batch_envs=len(plays), eval_seed=10_000 * (seed + 1), eval_fresh_seeds=True,

@@ -10,6 +10,19 @@ from envs.alfworld.generator import TASK_TYPES, load_scene, load_specs
 from envs.panels import Panel, register_panel
 
 
+# Six train games, one of each task type, with the shortest expert plans (4-9 commands): what the CPU example
+# (opid-train --cpu-example, opid_rllib/presets.py) and the learning gate's rung 1 train on. A 3M-parameter model
+# learns games it was warm-started on, not ALFWorld at large.
+CPU_EXAMPLE_GAMES = (
+    "look_at_obj_in_light-Pillow-None-FloorLamp-217/trial_s25857431",
+    "pick_and_place_simple-Bowl-None-Dresser-317/trial_s00193388",
+    "pick_clean_then_place_in_recep-Tomato-None-DiningTable-26/trial_s61085295",
+    "pick_cool_then_place_in_recep-Bowl-None-DiningTable-17/trial_s03271550",
+    "pick_heat_then_place_in_recep-Apple-None-CounterTop-7/trial_s55060010",
+    "pick_two_obj_and_place-HandTowel-None-BathtubBasin-419/trial_s22386097",
+)
+
+
 def _split_ids(split: str) -> tuple[str, ...]:
     return tuple(sorted(s["task_id"] for s in load_specs() if s["split"] == split))
 
@@ -47,3 +60,5 @@ register_panel("alfworld/valid_unseen@v1", lambda: _panel("alfworld/valid_unseen
 register_panel("alfworld/valid_seen@v1", lambda: _panel("alfworld/valid_seen@v1", "valid_seen",
                                                         _split_ids("valid_seen")))
 register_panel("alfworld/smoke@v1", lambda: _panel("alfworld/smoke@v1", "valid_unseen", smoke_ids()))
+# The CPU example's training games (held in, not a generalisation test): what its policy learned.
+register_panel("alfworld/cpu_example@v1", lambda: _panel("alfworld/cpu_example@v1", "train", CPU_EXAMPLE_GAMES))

@@ -42,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--env", required=True, help="alfworld | webshop | searchqa | signpost (or the gymnasium id)")
     ap.add_argument("--model", default="tiny", help="tiny | smollm2-135m | local HF folder | cached hub id")
     ap.add_argument("--out", required=True, help="output model folder (must be empty or new unless --overwrite)")
+    ap.add_argument("--cpu-example", action="store_true",
+                    help="the warm start `opid-train --env alfworld --cpu-example` trains from: the tiny model cloned "
+                         "on the expert's play of its six games, 8 plays each, 14 epochs (about 10 min on 2 cores, "
+                         "built once into the model cache); --tasks (plays in all), --epochs, --lr, --batch-size, "
+                         "--seed change it, other demo flags are its own")
     ap.add_argument("--split", default="train", help="env split the demonstrations come from (default train)")
     ap.add_argument("--tasks", type=int, default=200, help="number of tasks the expert plays (seeded sample)")
     ap.add_argument("--epochs", type=int, default=3)
@@ -240,10 +245,48 @@ def run(args) -> dict:
     return stats
 
 
+def run_cpu_example(args, given: set) -> Path:
+    """--cpu-example: build (or reuse) the CPU example's warm start (opid_rllib/sft/cpu_example.py), copy it to --out."""
+    import shutil
+
+    from envs.alfworld.panels import CPU_EXAMPLE_GAMES
+    from opid_rllib.sft.cpu_example import WARM_START, warm_start
+
+    _check(args)
+    if args.env != "alfworld":
+        raise CliError(f"--cpu-example: the CPU example's warm start is on ALFWorld, not --env {args.env}")
+    changes = {k: getattr(args, k) for k in ("epochs", "lr", "seed", "batch_size", "model") if k in given}
+    if "tasks" in given:
+        changes["repeats"] = max(1, -(-args.tasks // len(CPU_EXAMPLE_GAMES)))
+    ws = dict(WARM_START, **changes)
+    print(f"[opid-sft] the CPU example's warm start: {len(CPU_EXAMPLE_GAMES)} games x {ws['repeats']} plays, "
+          f"{ws['epochs']} epochs (built once into the model cache, then copied to {args.out})", flush=True)
+    from opid_rllib.quiet import set_cli_torch_threads
+
+    set_cli_torch_threads(args.torch_threads)
+    src = warm_start(progress_every_s=args.progress_every_s, **changes)
+    shutil.copytree(src, args.out, dirs_exist_ok=True)
+    print(f"[opid-sft] wrote the warm-started model to {args.out} (a copy of {src}); next: opid-train --env alfworld "
+          f"--cpu-example --model {args.out}", flush=True)
+    return Path(args.out)
+
+
+def given_flags(argv) -> set:
+    """The dests of the flags written on the command line (not their defaults)."""
+    ap = build_parser()
+    for action in ap._actions:
+        action.default = argparse.SUPPRESS
+        action.required = False
+    return set(vars(ap.parse_known_args(argv)[0]))
+
+
 def main(argv=None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_parser().parse_args(argv)
     try:
+        if args.cpu_example:
+            run_cpu_example(args, given_flags(sys.argv[1:] if argv is None else argv))
+            return 0
         run(args)
     except CliError as e:
         print(f"opid-sft: error: {e}", file=sys.stderr)

@@ -13,7 +13,7 @@ from opid_rllib.cli.run_log import print_outputs, ray_session_dir
 from opid_rllib.cli.train_loop import get_metric, run_no_tune, say_checkpoint
 from opid_rllib.cli.train_parser import build_parser
 from opid_rllib.cli.tune_console import plain_console_env, status_reporter
-from opid_rllib.presets import CPU_TINY, apply_preset, apply_settings, model_default
+from opid_rllib.presets import CPU_TINY, apply_preset, apply_settings, cpu_example_settings, model_default
 from opid_rllib.sweep_select import REPEAT_KEYS, grid_points, searched_keys, seed_trials
 
 EVAL_METRIC = "evaluation/success_rate"  # what sweeps rank on and ASHA stops on with --eval-interval
@@ -28,8 +28,8 @@ def config_from_args(args):
     from opid_rllib.algorithm import OPIDConfig
 
     cfg = OPIDConfig().environment(args.env or "alfworld", env_config={"split": args.split or "train"})
-    if args.cpu_example:
-        cfg = apply_preset(cfg, "opid", **CPU_TINY)
+    if args.cpu_example:  # CPU sizes; on ALFWorld its six games, which opid-sft --cpu-example warm-starts on
+        cfg = apply_preset(cfg, "opid", **cpu_example_settings(cfg.env, cfg.env_config["split"]))
         cfg.env_config["max_steps"] = CPU_TINY["max_steps"]
     cfg = apply_preset(cfg, args.preset or "opid")
     model = args.model or "tiny"
@@ -63,6 +63,9 @@ def apply_overrides(cfg, args):
     not silently ignore the flags.
     """
     llm = {key: getattr(args, flag) for flag, key in _LLM_FLAGS.items() if getattr(args, flag, None) is not None}
+    if "llm_model" in llm and os.path.isdir(os.path.expanduser(llm["llm_model"])):
+        # absolute: Tune runs each trial in its own working folder, where `--model sft/` is not there
+        llm["llm_model"] = os.path.abspath(os.path.expanduser(llm["llm_model"]))
     train = {k: getattr(args, k) for k in _TRAIN_FLAGS if getattr(args, k, None) is not None}
     if llm:
         cfg.llm(**llm)

@@ -60,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSON dict of env settings merged into env_config, as opid-eval and opid-sft take "
                         "(e.g. '{\"expert\": \"sweep\"}'); split and max_steps have their own flags")
     g.add_argument("--cpu-example", action="store_true",
-                   help="small sizes that run on a laptop CPU (tuned_examples/alfworld_opid_tiny_cpu.py)")
+                   help="small sizes that run on a laptop CPU (tuned_examples/alfworld_opid_tiny_cpu.py); on "
+                        "ALFWorld six fixed games (panel alfworld/cpu_example@v1), from the warm start of `opid-sft "
+                        "--env alfworld --cpu-example`")
     g.add_argument("--seed", type=int, default=None,
                    help="seed for task sampling, generation and model init (default: 0)")
     g = p.add_argument_group("rollout sizes (default: OPIDConfig's, or --cpu-example's)")

@@ -103,6 +103,8 @@ def resolve_axis(rows: list[dict[str, Any]], axis: Axis) -> list[tuple[str, list
 
 
 def _draw(ax, curves, axis: Axis, title: str | None = None) -> None:
+    from matplotlib.ticker import MaxNLocator
+
     markers, styles = "osD^v<>", ("-", "--", "-.", ":")
     for i, (label, xs, ys) in enumerate(curves):  # distinct markers/styles: equal curves stay visible
         ax.plot(xs, ys, marker=markers[i % len(markers)] if len(xs) <= 30 else None, markersize=4,
@@ -114,7 +116,8 @@ def _draw(ax, curves, axis: Axis, title: str | None = None) -> None:
     if title:
         ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    # a new locator, not set_params: a panel's axes share x, and the first one-iteration axis left a FixedLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     iterations = sorted({x for _, xs, _ in curves for x in xs})
     if len(iterations) == 1:  # one iteration: autoscale spans 0.96-1.04, where no integer tick fits
         ax.set_xlim(iterations[0] - 1, iterations[0] + 1)

@@ -152,6 +152,16 @@ def test_a_one_iteration_plot_shows_a_point_at_an_integer_tick():
     assert all(float(t).is_integer() for t in ax.get_xticks())
 
 
+def test_a_one_iteration_run_with_several_axes_in_a_panel_is_plotted(tmp_path):
+    """A panel's axes share x: the first one-iteration axis fixed the shared ticks, and the next one's
+    locator.set_params(integer=True) raised (opid-report failed on the README's 1-iteration Usage run)."""
+    from opid_rllib.report.plots import make_plots
+    from opid_rllib.report.runs import flatten
+
+    made = make_plots([flatten(_result_row(1))], tmp_path)
+    assert len(made) >= 2 and all((tmp_path / m["file"]).stat().st_size > 0 for m in made)
+
+
 def test_results_flattened_and_nan_tolerated(built):
     run, *_ = built
     rows, warnings = load_results(run)

@@ -66,6 +66,21 @@ def test_cli_rejects_bad_input(tmp_path, capsys):
         main(["--env", "searchqa"])  # --out is required (argparse exits 2)
 
 
+def test_cpu_example_warm_start_takes_only_the_flags_written(tmp_path, capsys):
+    """opid-sft --cpu-example builds the CPU example's warm start (the learning gate's rung-1 base): on ALFWorld only,
+    into an empty --out; the flags written change its recipe, argparse's defaults do not."""
+    from opid_rllib.cli.sft import given_flags, main
+
+    assert main(["--env", "signpost", "--cpu-example", "--out", str(tmp_path / "m")]) == 2
+    assert "on ALFWorld, not --env signpost" in capsys.readouterr().err
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("keep me")
+    assert main(["--env", "alfworld", "--cpu-example", "--out", str(tmp_path / "full")]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert given_flags(["--env", "alfworld", "--cpu-example", "--out", "x", "--epochs", "1"]) == \
+        {"env", "cpu_example", "out", "epochs"}
+
+
 def test_sft_run_learns_and_saves_a_loadable_folder(tmp_path, one_thread, capsys):
     """Tiny run through the CLI: loss goes down, the folder reloads with AutoModelForCausalLM and
     resolve_model, reproduces the trained model's loss, and the SFT log-probs equal the learner's."""

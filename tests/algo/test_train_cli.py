@@ -341,3 +341,28 @@ def test_the_weight_sweep_grid_comes_from_its_flag():
     for bad in ("a,b", "-1", ""):
         with pytest.raises(SystemExit, match="--weight-grid"):
             mod["parse_grid"](bad)
+
+
+def test_cpu_example_trains_alfworld_on_the_six_games_of_its_warm_start():
+    """--cpu-example on ALFWorld: the panel alfworld/cpu_example@v1's games (opid-sft --cpu-example clones them) at
+    CPU_TINY's sizes; flags still win; other envs and splits keep their own tasks."""
+    from envs.panels import get_panel
+    from opid_rllib.presets import CPU_TINY
+
+    p = build_parser()
+    cfg = config_from_args(p.parse_args(["--env", "alfworld", "--cpu-example", "--group-size", "2"]))
+    assert cfg.train_task_ids == list(get_panel("alfworld/cpu_example@v1").task_ids)
+    assert (cfg.group_size, cfg.tasks_per_iter, cfg.lr) == (2, CPU_TINY["tasks_per_iter"], CPU_TINY["lr"])
+    assert cfg.env_config["max_steps"] == CPU_TINY["max_steps"]
+    assert config_from_args(p.parse_args(["--env", "searchqa", "--cpu-example"])).train_task_ids is None
+    assert config_from_args(p.parse_args(["--cpu-example", "--split", "valid_seen"])).train_task_ids is None
+    assert config_from_args(p.parse_args(["--env", "alfworld"])).train_task_ids is None
+
+
+def test_a_relative_model_folder_is_made_absolute(tmp_path, monkeypatch):
+    """Tune runs a trial in its own working folder: `--model sft/` from the README failed there as a hub id."""
+    (tmp_path / "sft").mkdir()
+    monkeypatch.chdir(tmp_path)
+    p = build_parser()
+    assert config_from_args(p.parse_args(["--model", "sft/"])).llm_model == str(tmp_path / "sft")
+    assert config_from_args(p.parse_args(["--model", "tiny"])).llm_model == "tiny"  # not a folder here: a name

@@ -5,9 +5,7 @@ a compact table without colour codes when piped."""
 from __future__ import annotations
 
 import contextlib
-import glob
 import io
-import json
 import os
 import subprocess
 import sys
@@ -114,35 +112,5 @@ def test_a_missing_key_is_reported_in_seconds_by_the_console_script(tmp_path):
     assert not (tmp_path / "X").exists()
 
 
-@pytest.mark.ray
-def test_a_piped_tune_run_is_readable_and_ends_with_an_exportable_checkpoint(tmp_path):
-    """One Tune iteration, stdout a pipe: no line over 2,000 characters, no escape codes, the checkpoint's path
-    printed, the status table's columns present in the results, and opid-export takes the printed path."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_COLOR_PREFIX")}
-    env["PYTHONPATH"] = str(ROOT)
-    out = tmp_path / "run"
-    p = subprocess.run(
-        [sys.executable, "-m", "opid_rllib.cli.train", "--env", "searchqa", "--cpu-example", "--stop-iters", "1",
-         "--max-steps", "2", "--tasks-per-iter", "1", "--group-size", "2", "--max-new-tokens", "4",
-         "--output", str(out), "--num-cpus", "2"],
-        capture_output=True, text=True, timeout=420, cwd=tmp_path, env=env)
-    text = p.stdout + p.stderr
-    assert p.returncode == 0, text[-3000:]
-    assert "\x1b[" not in text
-    assert max(len(line) for line in text.splitlines()) <= 2000
-    assert "with parameters=" not in text
-    said = [line for line in p.stdout.splitlines() if line.startswith("[opid-train] checkpoint: ")]
-    assert len(said) == 1, text[-3000:]
-    ckpt = said[0].split(": ", 1)[1].split(" (export")[0]
-    assert Path(ckpt).is_dir() and Path(ckpt).name == "checkpoint_000000"
-    trial = glob.glob(str(out / "opid-searchqa" / "OPID_*"))[0]
-    last = json.loads(Path(trial, "result.json").read_text().splitlines()[-1])
-    for key in STATUS_COLUMNS:  # every column of the table is a key our results carry
-        value = last
-        for part in key.split("/"):
-            value = value[part]
-        assert isinstance(value, (int, float)), key
-    from opid_rllib.cli.export import main as export_main
-
-    rc, stdout, _ = _run(export_main, [ckpt, str(tmp_path / "policy")])
-    assert rc == 0 and (tmp_path / "policy" / "config.json").exists()
+# A piped Tune run (readable console, its checkpoint printed once, exported from the printed path) is
+# tests/test_readme_usage.py::test_usage_block_runs_as_printed: the README's own Usage lines, on ALFWorld.

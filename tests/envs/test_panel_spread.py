@@ -37,3 +37,13 @@ def test_validation_plays_the_games_opid_eval_plays():
                                                           evaluation_duration_unit="episodes",
                                                           eval_panel="alfworld/valid_unseen@v1")
     assert eval_task_list(cfg) == spread_over_types(get_panel("alfworld/valid_unseen@v1").task_ids, 6)
+
+
+def test_cpu_example_panel_is_six_train_games_one_per_task_type():
+    from envs.alfworld.generator import TASK_TYPES
+    from envs.alfworld.panels import _split_ids
+    from envs.panels import get_panel, task_type_of
+
+    panel = get_panel("alfworld/cpu_example@v1")
+    assert panel.split == "train" and set(panel.task_ids) <= set(_split_ids("train"))
+    assert sorted(task_type_of(t) for t in panel.task_ids) == sorted(TASK_TYPES)
