@@ -37,9 +37,9 @@ PRESETS: dict[str, dict] = {
 # Why the example did not learn before (issue 92; docs/RESULTS.md, "The CPU example learns", python -m
 # bench.cpu_example): it drew its tasks from all 330 ALFWorld train games, and the README started it from the untrained
 # tiny model: no wins, so GRPO's groups had nothing to learn from. On the six games from their warm start the earlier
-# sizes (4 copies x 4 games, 20 steps, lr 1e-4) rose too there (seed 0), not slower; with 4 copies half of an
-# iteration's groups were all won or all lost (no outcome contrast: nothing for GRPO to learn from), with 8 a third to
-# a half. max_new_tokens 48: the quickstart's warm start answers with a short reasoning in ~28 tokens (35 max), and
+# sizes (4 copies x 4 games, 20 steps, lr 1e-4) rose there too, more than these in 10 iterations (3 seeds each), though
+# with 4 copies half of an iteration's groups were all won or all lost (no outcome contrast for GRPO), with 8 a third
+# to a half. max_new_tokens 48: the quickstart's warm start answers with a short reasoning in ~28 tokens (35 max), and
 # generation stops at the closing action tag.
 CPU_TINY = {
     "llm_model": "tiny", "group_size": 8, "tasks_per_iter": 3, "max_steps": 12, "history_length": 2,
