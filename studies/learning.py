@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=48, help="the SFT'd tiny model answers in ~28 tokens")
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--micro-batch-size", type=int, default=None,
-                   help="rows per forward/backward in the learner (default CPU_TINY's 16): the same gradient in less "
+                   help="rows per forward/backward in the learner (default CPU_TINY's): the same gradient in less "
                         "memory (a SmolLM2 learner at 16 outgrew 24 GB)")
     p.add_argument("--minibatch-size", type=int, default=None,
                    help="step-samples per optimizer step, every arm (default: one step per iteration)")

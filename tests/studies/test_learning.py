@@ -297,8 +297,10 @@ def test_learning_with_no_variants_plays_the_base_alone(tmp_path, monkeypatch, c
 
 def test_the_learners_micro_batch_is_a_study_setting(tmp_path):
     """--micro-batch-size reaches the OPIDConfig every arm trains with (the SmolLM2 study's 4 rows keep its learner
-    inside 24 GB); left out, the tiny preset's 16 stays."""
+    inside 24 GB); left out, the tiny preset's stays (micro-batches change memory, not the gradient)."""
     import argparse
+
+    from opid_rllib.presets import CPU_TINY
 
     job = study_job
     args = argparse.Namespace(max_steps=15, history_length=2, tasks_per_iter=4, group_size=4, max_prompt_len=2048,
@@ -307,7 +309,7 @@ def test_the_learners_micro_batch_is_a_study_setting(tmp_path):
     cfg = job.study_config("tiny", "grpo", 0, args, str(tmp_path))
     assert (cfg.micro_batch_size, cfg.minibatch_size, cfg.lr) == (4, 32, 3e-5)
     args.micro_batch_size = None
-    assert job.study_config("tiny", "grpo", 0, args, str(tmp_path)).micro_batch_size == 16
+    assert job.study_config("tiny", "grpo", 0, args, str(tmp_path)).micro_batch_size == CPU_TINY["micro_batch_size"]
 
 
 def test_learning_reports_the_cached_jobs_only_and_names_the_others(tmp_path, monkeypatch, capsys):
