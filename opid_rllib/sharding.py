@@ -112,11 +112,12 @@ def full_state(model: torch.nn.Module, dtype: torch.dtype | None = None) -> tupl
     it. `dtype` casts floating tensors (the samplers' compute dtype)."""
     t0 = time.perf_counter()
     out, seen = {}, set()
-    for k, v in model.state_dict().items():
-        ptr = _local(v).data_ptr()
-        if ptr in seen:  # tied embedding / lm_head: once, as LLMRLModule.get_state ships it
+    # keep_vars: the Parameter objects themselves, so a tied pair is one object on every rank (a local shard's
+    # data_ptr is rank-dependent: an empty shard's is 0), and every rank gathers the same keys
+    for k, v in model.state_dict(keep_vars=True).items():
+        if id(v) in seen:  # tied embedding / lm_head: once, as LLMRLModule.get_state ships it
             continue
-        seen.add(ptr)
+        seen.add(id(v))
         v = v.full_tensor() if hasattr(v, "full_tensor") else v
         v = v.detach()
         out[k] = (v.to(dtype) if dtype is not None and v.is_floating_point() else v).cpu().clone()
