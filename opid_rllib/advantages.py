@@ -12,6 +12,9 @@ Notation (OPID paper / reference notes section 5):
 
 Final token advantage:
     A_{i,l} = outcome_weight * A_out_i * m_{i,l} + w_ep * Delta^ep_{i,l} + w_step * Delta^step_{i,l}
+
+A stale batch (rollout_staleness > 0, pipeline.py) also gets the truncated importance weight for the lag
+(`truncated_importance_weights`, at the end of this file).
 """
 
 from __future__ import annotations
@@ -238,3 +241,36 @@ def delta_by_plan(delta: np.ndarray, response_mask: np.ndarray, sample_mask: np.
     seq = (np.where(m, d, 0.0)).sum(1)[off]
     out["off_plan_neg_frac"] = float((seq < 0).mean()) if seq.size else float("nan")
     return out
+
+
+# ---- the off-policy correction of a stale batch ----------------------------------------------------------
+# A pipelined batch was sampled by pi_behav (the weights a runner held), while the learner holds newer weights,
+# pi_prox, when it updates on it. Two PPO forms, chosen by recompute_old_logp:
+#
+#   behaviour (default):  L = - min(r A, clip(r, 1 - eps_low, 1 + eps_high) A),  r = pi_theta / pi_behav   (APPO's)
+#   recompute (True):     L = - w * min(r A, clip(r) A),  r = pi_theta / pi_prox,
+#                         w = min(pi_prox / pi_behav, C)   (truncated importance weight; C = importance_sampling_cap;
+#                         verl's and TRL's asynchronous modes, the decoupled PPO objective of AReaL)
+#
+# Why behaviour is the default: measured, not assumed. On rung 0 (lr 2e-4, one optimizer step an iteration) OPID with
+# the recompute form collapsed to 0 % on seed 0 (the episode skill's Delta ran from -0.58 to -1.4 per token and the
+# format broke), where the behaviour form reached the target in 16 iterations (serial: 20; docs/LEARNING_GATE.md).
+# The behaviour form's clip drops the gradient of a token whose probability already moved past 1 +- eps during the lag;
+# the recompute form instead weighs it by up to C, and at this step size that extra push ran away. Either way OPID's
+# Delta is scored with the learner's current weights on both sides (connectors/rescore.py).
+def truncated_importance_weights(prox_logp: np.ndarray, behav_logp: np.ndarray, mask: np.ndarray,
+                                 cap: float) -> tuple[np.ndarray, int]:
+    """(w, truncated): w = min(exp(log pi_prox - log pi_behav), cap) on the mask's tokens and 1 elsewhere, as float32
+    [B, L]; `truncated` counts the masked tokens whose weight the cap cut. A non-finite log-prob gives weight 0 (the
+    token leaves the loss) rather than NaN."""
+    prox, behav = np.asarray(prox_logp, np.float64), np.asarray(behav_logp, np.float64)
+    m = np.asarray(mask) > 0
+    if not (prox.shape == behav.shape == m.shape):
+        raise ValueError(f"shape mismatch: prox {prox.shape}, behav {behav.shape}, mask {m.shape}")
+    if not cap > 0:
+        raise ValueError(f"importance_sampling_cap={cap}: must be > 0")
+    with np.errstate(over="ignore", invalid="ignore"):
+        raw = np.exp(np.where(m, prox - behav, 0.0))
+    raw = np.where(np.isfinite(raw) | (raw == np.inf), raw, 0.0)  # NaN (a non-finite log-prob) -> 0
+    w = np.where(m, np.minimum(raw, cap), 1.0)
+    return w.astype(np.float32), int((m & (raw > cap)).sum())

@@ -6,6 +6,7 @@ training_step (mirrors RLlib's PPO):
   2. learner update on whole groups per learner (the connector pipeline: outcome advantage, step samples,
      skill prompts, re-scoring, combined advantage; connectors/);
   3. weight sync to the env runners; metrics and skill dumps (the routes the learner trained).
+With rollout_staleness > 0 the runners sample the next batch during step 2 (pipeline.py).
 """
 
 from __future__ import annotations
@@ -29,19 +30,15 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
-from opid_rllib import process_rng
 from opid_rllib.progress import iteration_heartbeat
 from opid_rllib.quiet import silence_ray_notices
 from opid_rllib.connectors.combine import pop_trained_routes
 from opid_rllib.groups import log_rollout_metrics, shard_by_group
+from opid_rllib.resume import RESUME_STATE, ResumeStateMixin, _learner_rank  # noqa: F401 (re-exported)
 # ANALYZERS is re-exported for callers that take the algorithm's names from here.
 from opid_rllib.settings import ANALYZERS, EXPERIMENTAL_SETTINGS, OPID_DEFAULTS, RLLIB_TRAINING_KEYS  # noqa: F401
 
 silence_ray_notices()  # RLlib's new-API-stack notice, its RLModuleConfig deprecation, Tune's gputil hint (quiet.py)
-
-# The algorithm state's entry for what RLlib's checkpoint leaves out: every process's random generators and the
-# env runners' skill caches (OPID._resume_state).
-RESUME_STATE = "opid_resume"
 
 
 class OPIDConfig(AlgorithmConfig):
@@ -178,7 +175,7 @@ class OPIDConfig(AlgorithmConfig):
         return {k: getattr(self, k) for k in keys}
 
 
-class OPID(Algorithm):
+class OPID(ResumeStateMixin, Algorithm):
     @classmethod
     def get_default_config(cls) -> OPIDConfig:
         return OPIDConfig()
@@ -207,6 +204,9 @@ class OPID(Algorithm):
             ids = list(cfg.train_task_ids)
         self._train_task_ids = ids
         self._task_rng = rng
+        from opid_rllib.pipeline import RolloutPipeline
+
+        self._pipeline = RolloutPipeline(self) if cfg.rollout_staleness > 0 else None
 
     def policy_tokenizer(self):
         """The policy's tokenizer on the driver (the content-free control counts skill tokens with it)."""
@@ -236,10 +236,19 @@ class OPID(Algorithm):
         with iteration_heartbeat(self) as beat:  # a progress line every progress_interval_s (progress.py)
             self._training_step(beat)
 
+    def _draw_tasks(self) -> list:
+        """The next batch's task ids (the task stream, one draw per batch)."""
+        ids = self._train_task_ids
+        return [ids[int(i)] for i in self._task_rng.integers(len(ids), size=self.config.tasks_per_iter)]
+
     def _training_step(self, beat) -> None:
-        cfg = self.config
-        tasks = [self._train_task_ids[int(i)]
-                 for i in self._task_rng.integers(len(self._train_task_ids), size=cfg.tasks_per_iter)]
+        if self._pipeline is not None:  # rollout_staleness > 0: sampling overlaps the update (pipeline.py)
+            from opid_rllib.pipeline import pipelined_step
+
+            # no weight sync: the next launch carries the weights
+            pipelined_step(self, beat, self._draw_tasks, lambda eps: self._dump_skills(eps, self._learn(eps, beat)))
+            return
+        tasks = self._draw_tasks()
         n_remote = self.env_runner_group.num_remote_env_runners()
         beat.phase("rollouts and analysis" + (f" on {n_remote} remote runners" if n_remote else ""))
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
@@ -247,6 +256,16 @@ class OPID(Algorithm):
             self.metrics.aggregate(runner_metrics, key=ENV_RUNNER_RESULTS)
         if not episodes:
             return
+        trained_routes = self._learn(episodes, beat)
+        beat.phase("weight sync")
+        with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+            self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group,
+                                               inference_only=True)
+        self._dump_skills(episodes, trained_routes)
+
+    def _learn(self, episodes, beat) -> dict:
+        """The learner update on one batch (controls, rollout metrics, the update); the routes it trained."""
+        cfg = self.config
         beat.phase("learner update (re-scoring, then the policy update)")
         if cfg.shuffle_skills or cfg.content_free_skills:  # the skill controls' one hook (experimental/controls.py)
             from opid_rllib.experimental.controls import apply_controls
@@ -261,11 +280,7 @@ class OPID(Algorithm):
                 num_epochs=cfg.num_epochs)
             trained_routes = pop_trained_routes(learner_results)
             self.metrics.aggregate(learner_results, key=LEARNER_RESULTS)
-        beat.phase("weight sync")
-        with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
-            self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group,
-                                               inference_only=True)
-        self._dump_skills(episodes, trained_routes)
+        return trained_routes
 
     # ---- validation (evaluation.py) ------------------------------------------------------
     def evaluate(self, parallel_train_future=None) -> dict:
@@ -322,52 +337,6 @@ class OPID(Algorithm):
         write_skill_dump(self._run_dir(), episodes, iteration=self.iteration + 1, routes=trained_routes,
                          teacher_diagnostics=teacher_diagnostics(peek))
 
-    # ---- checkpoint: the task stream and every process's generators, so a resume goes on where it stopped ----
-    def save_to_path(self, *args, **kwargs):
-        """Sharded learners first gather their whole weights and optimizer state onto rank 0 (a collective every
-        learner joins), which RLlib then asks for, as it asks a replicated learner."""
-        if self.config.sharding == "fsdp" and self.learner_group.is_remote:
-            self.learner_group.foreach_learner(lambda learner: learner.stage_checkpoint())
-        return super().save_to_path(*args, **kwargs)
-
-    def get_state(self, components=None, *, not_components=None, **kwargs):
-        state = super().get_state(components, not_components=not_components, **kwargs)
-        state["opid_task_rng"] = self._task_rng.bit_generator.state
-        if self._check_component(RESUME_STATE, components, not_components):
-            state[RESUME_STATE] = self._resume_state()
-        return state
-
-    def set_state(self, state) -> None:
-        super().set_state(state)
-        if "opid_task_rng" in state:
-            self._task_rng.bit_generator.state = state["opid_task_rng"]
-        if RESUME_STATE in state:  # absent from checkpoints of older versions: their processes keep their seeds
-            self._set_resume_state(state[RESUME_STATE])
-
-    def _resume_state(self) -> dict:
-        """This process's generators (the local env runner and a local learner draw from them), each env runner's
-        (`GroupedTextEnvRunner.resume_state`, keyed by worker index) and each remote learner's (keyed by rank).
-        String keys: msgpack checkpoints refuse others."""
-        out = {"driver": process_rng.capture(), "env_runners": {}, "learners": {}}
-        group = self.env_runner_group
-        if group is not None:
-            for idx, runner_state in group.foreach_env_runner(lambda r: (r.worker_index, r.resume_state())):
-                out["env_runners"][str(idx)] = runner_state
-        if self.learner_group.is_remote:
-            for res in self.learner_group.foreach_learner(lambda _: (_learner_rank(), process_rng.capture())):
-                rank, rng = res.get()
-                out["learners"][str(rank)] = rng
-        return out
-
-    def _set_resume_state(self, saved: dict) -> None:
-        """A process whose key is missing (a checkpoint from a run with fewer runners or learners) keeps its seed."""
-        process_rng.restore(saved.get("driver"))
-        runners, learners = saved.get("env_runners", {}), saved.get("learners", {})
-        if self.env_runner_group is not None:
-            self.env_runner_group.foreach_env_runner(lambda r: r.set_resume_state(runners.get(str(r.worker_index))))
-        if self.learner_group.is_remote:
-            self.learner_group.foreach_learner(lambda _: process_rng.restore(learners.get(str(_learner_rank()))))
-
 
 def learner_connectors(cfg, device=None) -> list:
     """The learner connector pipeline for `cfg`: the paper's pieces (connectors/) with the research plug-ins it
@@ -385,13 +354,6 @@ def _wrong_builder(builder: str, key: str) -> str:
                 f".analyzer_settings() (research settings: {', '.join(sorted(EXPERIMENTAL_SETTINGS))})")
     return (f"{builder}({key}=...): not in the paper; set it with OPIDConfig().experimental({key}=...) "
             f"({EXPERIMENTAL_SETTINGS[key]})")
-
-
-def _learner_rank() -> int:
-    """This learner's rank in its torch.distributed group (0 for a single learner, which has none)."""
-    import torch.distributed as dist
-
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
 def _register_with_tune() -> None:

@@ -125,6 +125,7 @@ def config_errors(cfg) -> list[str]:
 
     errors += evaluation_errors(cfg)
     errors += sharding_errors(cfg)
+    errors += pipeline_errors(cfg)
     if cfg.num_learners > 1 and cfg.tasks_per_iter < cfg.num_learners:
         errors.append(f"tasks_per_iter={cfg.tasks_per_iter}: must be >= num_learners={cfg.num_learners} "
                       "(groups are never split across learners)")
@@ -178,4 +179,27 @@ def sharding_errors(cfg) -> list[str]:
     if cfg.grad_clip is not None and cfg.grad_clip_by == "norm":
         errors.append("sharding='fsdp' with grad_clip_by='norm': a per-tensor norm would be each shard's; use "
                       "'global_norm' (the whole model's) or 'value'")
+    return errors
+
+
+def pipeline_errors(cfg) -> list[str]:
+    """What pipelined iterations (rollout_staleness > 0, pipeline.py) need, one line each."""
+    n = cfg.rollout_staleness
+    if not isinstance(n, int) or isinstance(n, bool):
+        return []  # named by the type check
+    errors = []
+    if n < 0:
+        errors.append(f"rollout_staleness={n}: must be an int >= 0 (0: the serial loop; 1: sample the next batch "
+                      "while the learners update)")
+    if _num(cfg.importance_sampling_cap) <= 0:
+        errors.append(f"importance_sampling_cap={cfg.importance_sampling_cap!r}: must be > 0 (2 in verl and TRL)")
+    if _num(cfg.analysis_deadline_s) < 0:
+        errors.append(f"analysis_deadline_s={cfg.analysis_deadline_s!r}: must be >= 0 seconds")
+    if n > 0 and cfg.num_env_runners < 1 and not getattr(cfg, "in_evaluation", False):  # evaluation: no training
+        errors.append(f"rollout_staleness={n}: pipelined iterations need remote env runners to sample while the "
+                      "learners update; with num_env_runners=0 the driver samples itself and cannot overlap; set "
+                      "num_env_runners >= 1 (opid-train --num-env-runners 1) or rollout_staleness=0")
+    if n > 0 and cfg.skills_in_rollout_prompt:
+        errors.append(f"rollout_staleness={n} with skills_in_rollout_prompt (the Skill-GRPO preset): not supported "
+                      "(its runners would read skills that are still in flight); set rollout_staleness=0")
     return errors

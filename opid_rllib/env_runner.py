@@ -10,7 +10,9 @@ We hold plain python lists of envs instead of a gymnasium vector env: gymnasium 
 observations as a tuple of str that RLlib's `unbatch` splits into characters.
 
 When an episode ends it is handed to the analyzer pool at once, so analysis overlaps the rest
-of the rollout; `sample_groups` joins the futures before returning.
+of the rollout; `sample_groups` joins the futures before returning. Pipelined (`defer_analyses`, set by
+pipeline.sample_batch), the analyses go to an analyzer actor instead and the episode carries its ObjectRef
+(ANALYSIS_REF), which the driver collects: the runner returns as soon as the rollouts end.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import envs as envs_pkg
 from envs.base import text_space
 from opid_rllib import process_rng, progress
 from opid_rllib.analyzer.base import discounted_returns
+from opid_rllib.pipeline import ANALYSIS_REF
 from opid_rllib.prompts import build_prompt, insert_skills, project_action
 from opid_rllib.prompts.admissible import is_inadmissible
 
@@ -65,6 +68,8 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         self._env_config_override: dict | None = None  # set while evaluation plays another split (play_on)
         self._env_pools: dict[str, list] = {}  # those splits' envs, kept for the next evaluation
         self._analyzer_pool = None
+        self._analyzer_actor = None  # pipelined runs' analyzer (analyzer/actor.py), built on first use
+        self.defer_analyses = False  # pipeline.sample_batch sets it: analyses travel as ObjectRefs
         self._analyzer_last: dict = {}
         self._skill_cache: dict[str, str] = {}  # task_id -> last episode skill (Skill-GRPO preset)
         super().__init__(config=config, **kwargs)
@@ -150,16 +155,30 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         finally:
             self._envs, self._env_config_override, self._skill_cache = saved
 
+    def _analyzer_options(self) -> dict:
+        s = self.settings
+        return dict(max_step_skills=s["max_step_skills_per_traj"], **dict(s["analyzer_config"]),
+                    **dict(s["hindsight_options"] or {}))
+
     @property
     def analyzer_pool(self):
         s = self.settings
         if self._analyzer_pool is None and s["analyzer"] not in (None, "none"):
             from opid_rllib.analyzer import AnalyzerPool, make_analyzer
 
-            analyzer = make_analyzer(s["analyzer"], max_step_skills=s["max_step_skills_per_traj"],
-                                     **dict(s["analyzer_config"]), **dict(s["hindsight_options"] or {}))
+            analyzer = make_analyzer(s["analyzer"], **self._analyzer_options())
             self._analyzer_pool = AnalyzerPool(analyzer, num_workers=s["analyzer_num_workers"])
         return self._analyzer_pool
+
+    @property
+    def analyzer_actor(self):
+        if self._analyzer_actor is None:
+            from opid_rllib.analyzer.actor import start_analyzer_actor
+
+            s = self.settings
+            self._analyzer_actor = start_analyzer_actor(s["analyzer"], s["analyzer_num_workers"],
+                                                        **self._analyzer_options())
+        return self._analyzer_actor
 
     # ---- the grouped rollout ------------------------------------------------------------
     def sample_groups(self, task_ids: Sequence[str], *, explore: bool = True, analyze: bool | None = None,
@@ -216,7 +235,11 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
             for sl, prompt, gen, was_cut in zip(live, prompts, gens, cut):
                 self._step_slot(sl, prompt, gen, was_cut, counts)
                 if sl["done"] and analyze and self._should_analyze(sl):
-                    futures[id(sl)] = self.analyzer_pool.submit(self._trajectory_record(sl))
+                    if self.defer_analyses:  # pipelined: the driver collects it (pipeline.collect_analyses)
+                        ref = self.analyzer_actor.analyze.remote(self._trajectory_record(sl))
+                        sl["episode"].custom_data["opid"][ANALYSIS_REF] = ref
+                    else:
+                        futures[id(sl)] = self.analyzer_pool.submit(self._trajectory_record(sl))
             timers["env_s"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         episodes = []
@@ -373,8 +396,11 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
             m.log_value(("opid_runner", k), counts[k], reduce="sum")
         if counts["oracle_skill_steps"]:
             m.log_value(("opid_runner", "oracle_skill_steps"), counts["oracle_skill_steps"], reduce="sum")
-        if self._analyzer_pool is not None:  # the pool's counters are cumulative: log this call's share
-            now = self._analyzer_pool.stats()
+        pool, actor = self._analyzer_pool, self._analyzer_actor
+        if pool is not None or actor is not None:  # the pool's counters are cumulative: log this call's share
+            import ray
+
+            now = pool.stats() if actor is None else ray.get(actor.stats.remote())
             for k, v in now.items():  # calls, errors, latency + the analyzer's own (requests, timeouts...)
                 if k not in ("mean_latency_s", "pending"):
                     m.log_value(("analyzer", k), v - self._analyzer_last.get(k, 0), reduce="sum")

@@ -190,6 +190,9 @@ def run_evaluation(algo) -> tuple[dict[str, Any], list[dict]]:
         env_config = None  # RLlib's evaluation runners, built on the evaluation env
     else:
         group, env_config = algo.env_runner_group, cfg.env_config
+        if algo.config.rollout_staleness > 0 and group.num_remote_env_runners():
+            # pipelined: the runners hold the weights of their last batch, not the learner's (pipeline.py)
+            group.sync_weights(from_worker_or_learner_group=algo.learner_group, inference_only=True)
     make_callback("on_evaluate_start", callbacks_objects=algo.callbacks,
                   callbacks_functions=algo.config.callbacks_on_evaluate_start,
                   kwargs=dict(algorithm=algo, metrics_logger=algo.metrics))

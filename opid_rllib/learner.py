@@ -78,7 +78,8 @@ def loss_sum(cfg, loss_terms, batch, fwd_out, ref_logp):
     loss, stats = ppo_token_loss(
         fwd_out["logp"], batch["old_logp"], batch["advantages"], mask, entropy=fwd_out.get("entropy"),
         ref_logp=ref_logp, clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
-        dual_clip_c=cfg.dual_clip_c, kl_coeff=cfg.kl_coeff, entropy_coeff=cfg.entropy_coeff)
+        dual_clip_c=cfg.dual_clip_c, kl_coeff=cfg.kl_coeff, entropy_coeff=cfg.entropy_coeff,
+        is_weight=batch.get("is_weight"))
     for terms in loss_terms:
         loss = loss + terms(cfg, fwd_out["logp"], mask, batch, ref_logp, stats)
     return loss, {k: v.detach() for k, v in stats.items()}

@@ -25,6 +25,7 @@ def ppo_token_loss(
     dual_clip_c: float | None = 3.0,       # c
     kl_coeff: float = 0.01,                # beta_KL
     entropy_coeff: float = 0.001,          # beta_H
+    is_weight: torch.Tensor | None = None,  # w_{i,l} = min(pi_old / pi_behav, C)  [B, L] (a stale batch only)
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Returns (sum over tokens of the loss, sums of diagnostics over tokens; kl_ref_tokens counts kl_ref's)."""
     # r = pi_theta / pi_old, per token.
@@ -38,6 +39,10 @@ def ppo_token_loss(
     if dual_clip_c is not None:
         # Dual clip (Ye et al. 2020): for A < 0 bound the loss by -A * c.
         pg = torch.where(adv < 0, torch.minimum(pg, -adv * dual_clip_c), pg)
+    if is_weight is not None:
+        # A stale batch (pipeline.py): pi_old is the learner's weights at update time; w corrects for the policy
+        # that actually sampled, truncated at C (decoupled PPO; advantages.truncated_importance_weights).
+        pg = is_weight.detach() * pg
     loss = pg
     stats = {"policy_loss": (pg * mask).sum(), "clip_frac": (clipped * mask).sum(),
              "approx_kl_old": (0.5 * log_ratio.pow(2) * mask).sum()}

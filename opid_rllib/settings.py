@@ -51,7 +51,18 @@ OPID_DEFAULTS: dict[str, tuple[Any, type]] = {
     # None = auto (connectors.recompute_old_logp): recompute log pi_old on the learner whenever the sampler may hold
     # other weights or kernels (vLLM, or a bf16/fp16 sampler against fp32 masters), and log the gap; a float32 HF
     # sampler's log-probs equal the learner's within 1e-4 (tested), so it keeps them.
+    # With rollout_staleness > 0 (pipeline.py) auto means False: the PPO ratio against the sampler's log-probs, as
+    # APPO's; True takes it against log pi(y | x) recomputed at update time, with a truncated importance weight.
     "recompute_old_logp": (None, bool), "skills_in_rollout_prompt": (False, bool),
+    # Pipelined iterations (pipeline.py): the remote env runners sample the next batch while the learners update,
+    # on weights at most this many updates behind the learner's (0: the paper's serial loop).
+    "rollout_staleness": (0, int),
+    # Cap C of the truncated importance weight min(pi_prox / pi_behaviour, C) on a stale batch's tokens when the
+    # PPO ratio is taken against the recomputed log-probs (pi_prox; recompute_old_logp=True); verl's and TRL's 2.
+    "importance_sampling_cap": (2.0, float),
+    # Pipelined: seconds after a batch reaches the driver that its update waits for analyses still in flight;
+    # later ones are late (that trajectory trains on the GRPO signal, counted in opid_pipeline/late_analyses).
+    "analysis_deadline_s": (60.0, float),
     # Teacher-term normalisation / clipping (experimental/teacher_norm.py; off in the reference's scripts).
     "normalize_teacher_adv": (False, bool), "clip_teacher_adv": (None, float),
     # The shuffled-skills control: every trajectory is re-scored with the skills written for a

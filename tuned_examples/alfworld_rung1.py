@@ -67,6 +67,8 @@ def make_config(preset: str, model: str | os.PathLike, seed: int, **overrides):
     settings = dict(SETTINGS, llm_model=str(model), train_task_ids=list(GAMES),
                     **(OPID_SETTINGS if preset != "grpo" else {}), **overrides)
     cfg = OPIDConfig().environment("alfworld", env_config=dict(ENV_CONFIG, max_steps=settings["max_steps"]))
+    if settings.get("rollout_staleness"):  # pipelined iterations sample on a remote runner (opid_rllib/pipeline.py)
+        cfg.env_runners(num_env_runners=1)
     return gate_evaluation(apply_preset(cfg, preset, **settings).debugging(seed=seed), seed)
 
 
@@ -200,6 +202,8 @@ def main(argv=None) -> int:
                     "comma-separated: each one on every seed")
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds, each one run")
     ap.add_argument("--stop-iters", type=int, default=STOP_ITERS)
+    ap.add_argument("--rollout-staleness", type=int, default=0,
+                    help="pipelined iterations (1: a remote runner samples the next batch during the update)")
     ap.add_argument("--full-curve", action="store_true", help="run all --stop-iters iterations (curve areas)")
     ap.add_argument("--as-test", action="store_true",
                     help=f"exit 1 unless at least {MIN_SEEDS} seeds (all, if fewer) reach base + {GAIN}")
@@ -234,7 +238,8 @@ def main(argv=None) -> int:
         algo.stop()
     print(f"[rung1] base {base:.3f} ({BASE_COPIES} plays of each game at T {GATE_TEMPERATURE}); "
           f"target {base + GAIN:.3f}")
-    runs = [run(p.strip(), model, s, args.stop_iters, base=base, full_curve=args.full_curve)
+    staleness = {"rollout_staleness": args.rollout_staleness} if args.rollout_staleness else {}
+    runs = [run(p.strip(), model, s, args.stop_iters, base=base, full_curve=args.full_curve, **staleness)
             for p in args.preset.split(",") for s in seeds]
     need = min(MIN_SEEDS, len(seeds))
     by_preset = {p: sum(r["iters_to_target"] is not None for r in runs if r["preset"] == p) for p in

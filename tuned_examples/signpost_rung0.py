@@ -83,6 +83,8 @@ def make_config(preset: str, model: str | os.PathLike, seed: int, **overrides):
 
     settings = dict(SETTINGS, llm_model=str(model), **(OPID_SETTINGS if preset != "grpo" else {}), **overrides)
     cfg = OPIDConfig().environment("signpost", env_config=dict(ENV_CONFIG, max_steps=settings["max_steps"]))
+    if settings.get("rollout_staleness"):  # pipelined iterations sample on a remote runner (opid_rllib/pipeline.py)
+        cfg.env_runners(num_env_runners=1)
     return apply_preset(cfg, preset, **settings).debugging(seed=seed)
 
 
@@ -160,6 +162,8 @@ def main(argv=None) -> int:
                     "comma-separated: each one on every seed")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds, each one run")
     ap.add_argument("--stop-iters", type=int, default=STOP_ITERS)
+    ap.add_argument("--rollout-staleness", type=int, default=0,
+                    help="pipelined iterations (1: a remote runner samples the next batch during the update)")
     ap.add_argument("--as-test", action="store_true", help="exit 1 unless every seed reaches the target")
     ap.add_argument("--json", default=None, help="write the curves here")
     ap.add_argument("--plot", default=None, help="draw the success curves into this PNG (needs matplotlib)")
@@ -175,7 +179,8 @@ def main(argv=None) -> int:
     print(f"[rung0] Ray's logs for this session: "
           f"{ray_session_dir(ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True))}")
     out = Path(args.json or args.plot).parent if (args.json or args.plot) else None  # else ~/ray_results/<date>
-    runs = [run(p.strip(), model, s, args.stop_iters, run_dir=out and out / f"{p.strip()}-seed{s}")
+    staleness = {"rollout_staleness": args.rollout_staleness} if args.rollout_staleness else {}
+    runs = [run(p.strip(), model, s, args.stop_iters, run_dir=out and out / f"{p.strip()}-seed{s}", **staleness)
             for p in args.preset.split(",") for s in seeds]
     if out is not None:
         print(f"[rung0] wrote each run's skill dumps under {out}/<preset>-seed<N>/")

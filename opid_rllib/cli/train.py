@@ -248,6 +248,8 @@ def run_experiment(cfg, args=None) -> int:
         cfg.env_runners(num_env_runners=args.num_env_runners)
     if args.num_learners is not None:
         cfg.learners(num_learners=args.num_learners)
+    if getattr(args, "rollout_staleness", None) is not None:
+        cfg.training(rollout_staleness=args.rollout_staleness)
     if args.num_gpus_per_learner is not None:
         cfg.learners(num_gpus_per_learner=args.num_gpus_per_learner)
     warn_slow_dtype("opid-train", cfg.dtype, on_cpu=(cfg.num_gpus_per_learner or 0) <= 0)

@@ -156,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="step cap on --select-panel (default: the env's evaluation cap, as opid-eval)")
     g.add_argument("--num-env-runners", type=int, default=None,
                    help="remote env runners (default: the config's, 0 = sample in the driver)")
+    g.add_argument("--rollout-staleness", type=int, default=None,
+                   help="pipelined iterations: the env runners sample the next batch while the learners update, on "
+                        "weights at most N updates old (default 0: the paper's serial loop; needs "
+                        "--num-env-runners >= 1)")
     g.add_argument("--num-learners", type=int, default=None,
                    help="remote learners, data-parallel (default: the config's, 0 = learn in the driver)")
     g.add_argument("--sharding", default=None, choices=SHARDING_CHOICES,

@@ -31,10 +31,11 @@ def opid_learner_connectors(cfg, device=None, plugins=()) -> list:
         EpisodesToStepSamples(),
         SkillPrompts(skill_routing=cfg.skill_routing, episode_skill_adv_weight=cfg.episode_skill_adv_weight,
                      step_skill_adv_weight=cfg.step_skill_adv_weight),
-        RescoreWithOldPolicy(recompute_old_logp=recompute_old_logp(cfg)),
+        RescoreWithOldPolicy(recompute_old_logp=recompute_old_logp(cfg), stale=cfg.rollout_staleness > 0),
         *[p.connector(cfg) for p in on if p.connector is not None],
         combine(episode_skill_adv_weight=cfg.episode_skill_adv_weight, step_skill_adv_weight=cfg.step_skill_adv_weight,
                 outcome_adv_weight=cfg.outcome_adv_weight, device=device,
+                importance_sampling_cap=importance_sampling_cap(cfg),
                 **{k: getattr(cfg, k) for p in on for k in p.combine_settings}),
     ]
 
@@ -46,8 +47,21 @@ def recompute_old_logp(cfg) -> bool:
     (rescore.py), so the mismatch is measured, not assumed away."""
     if cfg.recompute_old_logp is not None:
         return bool(cfg.recompute_old_logp)
+    if cfg.rollout_staleness > 0:  # a stale batch: the ratio against the sampler's own log-probs (pipeline.py)
+        return False
     return cfg.generation_backend != "hf" or cfg.dtype != "float32"
 
 
+def importance_sampling_cap(cfg) -> float | None:
+    """The truncated importance weight's cap for a stale batch whose PPO ratio is taken against the recomputed
+    log-probs (rollout_staleness > 0 with recompute_old_logp=True; pipeline.py); None (no weight) in the serial loop,
+    where the sampler held the learner's weights, and with the pipelined default, the ratio against the sampler's own
+    log-probs."""
+    if cfg.rollout_staleness > 0 and recompute_old_logp(cfg):
+        return float(cfg.importance_sampling_cap)
+    return None
+
+
 __all__ = ["SAMPLES", "StepSamples", "OutcomeAdvantage", "EpisodesToStepSamples", "SkillPrompts",
-           "RescoreWithOldPolicy", "CombineAdvantages", "opid_learner_connectors", "recompute_old_logp"]
+           "RescoreWithOldPolicy", "CombineAdvantages", "opid_learner_connectors", "recompute_old_logp",
+           "importance_sampling_cap"]

@@ -2,6 +2,8 @@
 
 Delta = stopgrad(log pi_old(y | x + skill) - log pi_old(y | x)) per response token, zero on rows
 not routed to that skill (advantages.teacher_delta); the weights are in advantages.combine_advantages.
+A stale batch (pipeline.py) gets the PPO ratio's denominator (`ratio_logp`) as old_logp, and with
+importance_sampling_cap a per-token truncated importance weight for the lag (advantages.truncated_importance_weights), as `is_weight`.
 The output tensors are created on the learner's device. The routes trained (q per row, after the
 non-finite check) are reported per trajectory under opid/trained_routes, which the skill dumps read.
 
@@ -16,7 +18,7 @@ import torch
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.core import DEFAULT_MODULE_ID
 
-from opid_rllib.advantages import combine_advantages, delta_by_plan, teacher_delta
+from opid_rllib.advantages import combine_advantages, delta_by_plan, teacher_delta, truncated_importance_weights
 from opid_rllib.connectors.samples import SAMPLES, StepSamples, log, policy_module
 from opid_rllib.prompts.skills import route_label
 
@@ -33,8 +35,9 @@ def pad_rows(rows, width: int, fill: float) -> np.ndarray:
 
 class CombineAdvantages(ConnectorV2):
     def __init__(self, *args, episode_skill_adv_weight: float, step_skill_adv_weight: float,
-                 outcome_adv_weight: float = 1.0, device=None, **kw):
+                 outcome_adv_weight: float = 1.0, device=None, importance_sampling_cap: float | None = None, **kw):
         super().__init__(*args, **kw)
+        self.is_cap = None if importance_sampling_cap is None else float(importance_sampling_cap)
         self.w_ep, self.w_step = float(episode_skill_adv_weight), float(step_skill_adv_weight)
         self.outcome_weight = float(outcome_adv_weight)
         self.device = torch.device(device) if device is not None else None
@@ -50,7 +53,13 @@ class CombineAdvantages(ConnectorV2):
         finite = lambda v: np.isfinite(np.where(mask > 0, v, 0.0)).all(1)  # noqa: E731
         old_ok = finite(logp_old)
         mask = mask * old_ok[:, None]  # no old log-prob, no PPO ratio: the row leaves the loss
+        # The PPO ratio's denominator: log pi_old itself, except for a stale batch that keeps the sampler's.
+        ratio_logp = logp_old if t.ratio_logp is t.logp_old or not t.ratio_logp else pad_rows(t.ratio_logp, width, 0.0)
+        ratio_ok = finite(ratio_logp)
+        mask = mask * ratio_ok[:, None]
+        old_ok = old_ok & ratio_ok
         logp_old = np.where(mask > 0, logp_old, 0.0)
+        ratio_logp = np.where(mask > 0, ratio_logp, 0.0)
         log(metrics, "nonfinite/old_logp_rows", int((~old_ok).sum()))
         logp = {k: pad_rows(getattr(t, f"logp_{k}"), width, np.nan) for k in ("ep", "step")}
         q = {}
@@ -72,7 +81,13 @@ class CombineAdvantages(ConnectorV2):
         self._log_routes(metrics, t, q)
         as_t = lambda v: torch.as_tensor(v, device=self.device)  # noqa: E731
         out = {k: as_t(v) for k, v in arrays.items()}
-        out["old_logp"] = as_t(logp_old)
+        out["old_logp"] = as_t(ratio_logp)
+        if self.is_cap is not None:  # a stale batch, its ratio against pi_prox: weight the lag (advantages.py)
+            w, truncated = truncated_importance_weights(logp_old, pad_rows(t.sampling_logp, width, 0.0), mask,
+                                                        self.is_cap)
+            out["is_weight"] = as_t(w)
+            log(metrics, "offpolicy/is_truncated_share", truncated / max(1.0, float(mask.sum())))
+            log(metrics, "offpolicy/is_weight_mean", float(w[mask > 0].mean()) if mask.any() else 1.0)
         out["advantages"] = as_t(adv.astype(np.float32))
         out["response_mask"] = as_t(mask)
         out.update({k: as_t(v) for k, v in self.outputs(t, deltas).items()})

@@ -9,6 +9,12 @@ When l_old is recomputed, its distance from the log-probs the sampler reported o
 (opid/sampler/logp_gap_mean|max|tokens): the training-inference mismatch of a sampler whose weights or kernels
 are not the learner's (vLLM's kernels, bf16 sampler weights against the learner's fp32 masters), which verl
 tracks too; near 1e-5 on float32 vLLM, larger on bf16.
+
+A stale batch (rollout_staleness > 0, pipeline.py) was sampled with older weights than the learner holds now: l_old
+is always recomputed then, so that Delta = l_skill - l_old compares two scores of the same weights and measures the
+skill, not the lag. Its gap to the sampler's log-probs is then the lag's (plus any kernel mismatch). The PPO ratio's
+denominator (`ratio_logp`) is the sampler's log-probs (the pipelined default), or l_old with recompute_old_logp=True
+(combine.py then adds the truncated importance weight).
 """
 
 from __future__ import annotations
@@ -37,17 +43,20 @@ def logp_gap(sampled, recomputed) -> dict[str, float]:
 
 
 class RescoreWithOldPolicy(ConnectorV2):
-    def __init__(self, *args, recompute_old_logp: bool, **kw):
+    def __init__(self, *args, recompute_old_logp: bool, stale: bool = False, **kw):
         super().__init__(*args, **kw)
         self.recompute_old_logp = bool(recompute_old_logp)
+        self.stale = bool(stale)
 
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kw):
         t: StepSamples = shared_data[SAMPLES]
         module = policy_module(rl_module)
         t0 = time.perf_counter()
-        t.logp_old = module.score(t.prompt_ids, t.response_ids) if self.recompute_old_logp else list(t.sampling_logp)
+        recompute = self.recompute_old_logp or self.stale
+        t.logp_old = module.score(t.prompt_ids, t.response_ids) if recompute else list(t.sampling_logp)
+        t.ratio_logp = t.logp_old if self.recompute_old_logp else list(t.sampling_logp)
         t_old = time.perf_counter() - t0
-        if self.recompute_old_logp:
+        if recompute:
             for key, value in logp_gap(t.sampling_logp, t.logp_old).items():
                 log(metrics, f"sampler/{key}", value)
         t0 = time.perf_counter()

@@ -60,6 +60,8 @@ class StepSamples:
     prompt_step: list[Optional[list[int]]] = field(default_factory=list)  # token ids of x + step skill
     # -- RescoreWithOldPolicy ---------------------------------------------------------------
     logp_old: list[np.ndarray] = field(default_factory=list)              # log pi_old(y | x)
+    # the PPO ratio's denominator: logp_old, or the sampler's log-probs (a stale batch without recompute_old_logp)
+    ratio_logp: list[np.ndarray] = field(default_factory=list)
     logp_ep: list[Optional[np.ndarray]] = field(default_factory=list)     # log pi_old(y | x + episode skill)
     logp_step: list[Optional[np.ndarray]] = field(default_factory=list)   # log pi_old(y | x + step skill)
     # -- research plug-ins' columns (opid_rllib/experimental/), name -> one entry per row --------------------------

@@ -125,7 +125,7 @@ class TeacherSamples(ConnectorV2):
             step_index=t.step_index[src], on_plan=np.asarray(plan, np.float32),
             expert_action=[t.expert_action[i] for i in src], env_name=[t.env_name[i] for i in src],
             episode_skill=[None] * n, step_skill=[None] * n, prompt_ep=[None] * n, prompt_step=[None] * n,
-            logp_old=list(lp_student), logp_ep=[None] * n, logp_step=[None] * n,
+            logp_old=list(lp_student), ratio_logp=list(lp_student), logp_ep=[None] * n, logp_step=[None] * n,
             extra={SAMPLE_DELTA: [np.asarray(a, np.float32) - np.asarray(b, np.float32)
                                   for a, b in zip(lp_teacher, lp_student)], ANCHOR: [0.0] * n})
 
@@ -135,7 +135,7 @@ class TeacherSamples(ConnectorV2):
         log pi_old(y_T | x + skill), no Delta_T (they already had no skill and A_out = 0), anchor = 1."""
         n = len(keep)
         return replace(rows, prompt=list(texts), prompt_ids=[list(ids) for _, ids, _ in keep],
-                       sampling_logp=list(lp_teacher), logp_old=list(lp_teacher),
+                       sampling_logp=list(lp_teacher), logp_old=list(lp_teacher), ratio_logp=list(lp_teacher),
                        on_plan=np.full(n, np.nan, np.float32), extra={SAMPLE_DELTA: [None] * n, ANCHOR: [1.0] * n})
 
     @staticmethod

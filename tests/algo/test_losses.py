@@ -98,6 +98,7 @@ def test_the_paper_loss_has_no_parameter_for_a_research_term():
     from opid_rllib.settings import EXPERIMENTAL_SETTINGS
 
     params = set(inspect.signature(ppo_token_loss).parameters)
+    # is_weight: a pipelined batch's truncated importance weight (pipeline.py), off-policy correction, not research
     assert params == {"logp", "old_logp", "adv", "mask", "entropy", "ref_logp", "clip_ratio_low", "clip_ratio_high",
-                      "dual_clip_c", "kl_coeff", "entropy_coeff"}
+                      "dual_clip_c", "kl_coeff", "entropy_coeff", "is_weight"}
     assert not params & set(EXPERIMENTAL_SETTINGS)

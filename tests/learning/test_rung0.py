@@ -1,6 +1,8 @@
 """Rung 0 of the learning gate: through the real RLlib Algorithm, Learner and connectors, the tiny model's GRPO
-goes from chance to >= 90 % success on Signpost within a fixed number of iterations, and OPID
-with the built-in analyzer learns it too (tuned_examples/signpost_rung0.py; docs/LEARNING_GATE.md). A loop with the
+goes from chance to >= 90 % success on Signpost within a fixed number of iterations (tuned_examples/signpost_rung0.py;
+docs/LEARNING_GATE.md). OPID's rung-0 run is the script's (`--preset opid --as-test`, 2.5 min), not the suite's: OPID's
+learning test is tests/learning/test_opid_skills.py, which asks more of it (learn where GRPO cannot) and fails on the
+skill path's breaks; the suite keeps to 10 minutes on 2 cores. A loop with the
 advantage sign flipped or no optimizer step fails to learn; one fed the old log-probs of other rows still learns
 (one optimizer step per iteration: the ratio only reweights), and fails the on-policy check instead (checked by hand,
 docs/LEARNING_GATE.md)."""
@@ -51,12 +53,6 @@ def test_grpo_learns_signpost(rung0, seed):
     assert min(res["curve"][:2]) <= 0.4  # it started from chance
     # on-policy: the loss's old log-probs are the sampler's (ratio 1 at the iteration's only optimizer step)
     assert res["max_approx_kl_old"] < 1e-4, res["max_approx_kl_old"]
-
-
-def test_opid_learns_signpost(rung0):
-    recipe, base = rung0
-    res = recipe.run("opid", base, seed=0)
-    assert res["iters_to_target"] is not None, f"OPID did not reach {recipe.TARGET}: {res['curve']}"
 
 
 def test_as_test_fails_a_run_that_misses_the_target(rung0, tmp_path):
