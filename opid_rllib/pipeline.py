@@ -76,7 +76,8 @@ def collect_analyses(episodes, deadline: float) -> dict[str, float]:
 
 class RolloutPipeline:
     """The batches in flight on the remote env runners, oldest first, and the learner's policy version (updates
-    done). Each entry: tag, version, launch time, requests made, results in so far (by runner id)."""
+    done). Each entry: its request tag, the version it was launched with, the requests made, the results in so far
+    (by runner id), when the last arrived, and (once collected) its analyses' counts."""
 
     def __init__(self, algo):
         self.algo = algo
