@@ -3,7 +3,8 @@
 Delta = stopgrad(log pi_old(y | x + skill) - log pi_old(y | x)) per response token, zero on rows
 not routed to that skill (advantages.teacher_delta); the weights are in advantages.combine_advantages.
 A stale batch (pipeline.py) gets the PPO ratio's denominator (`ratio_logp`) as old_logp, and with
-importance_sampling_cap a per-token truncated importance weight for the lag (advantages.truncated_importance_weights), as `is_weight`.
+importance_sampling_cap a per-token truncated importance weight for the lag, as `is_weight`
+(advantages.truncated_importance_weights).
 The output tensors are created on the learner's device. The routes trained (q per row, after the
 non-finite check) are reported per trajectory under opid/trained_routes, which the skill dumps read.
 
