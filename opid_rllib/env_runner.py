@@ -68,8 +68,8 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         self._env_config_override: dict | None = None  # set while evaluation plays another split (play_on)
         self._env_pools: dict[str, list] = {}  # those splits' envs, kept for the next evaluation
         self._analyzer_pool = None
-        self._analyzer_actor = None  # pipelined runs' analyzer (analyzer/actor.py), built on first use
-        self.defer_analyses = False  # pipeline.sample_batch sets it: analyses travel as ObjectRefs
+        # Pipelined runs (pipeline.sample_batch sets both): analyses go to this actor and travel as ObjectRefs.
+        self._analyzer_actor, self.defer_analyses = None, False
         self._analyzer_last: dict = {}
         self._skill_cache: dict[str, str] = {}  # task_id -> last episode skill (Skill-GRPO preset)
         super().__init__(config=config, **kwargs)
@@ -155,30 +155,16 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
         finally:
             self._envs, self._env_config_override, self._skill_cache = saved
 
-    def _analyzer_options(self) -> dict:
-        s = self.settings
-        return dict(max_step_skills=s["max_step_skills_per_traj"], **dict(s["analyzer_config"]),
-                    **dict(s["hindsight_options"] or {}))
-
     @property
     def analyzer_pool(self):
         s = self.settings
         if self._analyzer_pool is None and s["analyzer"] not in (None, "none"):
             from opid_rllib.analyzer import AnalyzerPool, make_analyzer
+            from opid_rllib.analyzer.actor import analyzer_options
 
-            analyzer = make_analyzer(s["analyzer"], **self._analyzer_options())
+            analyzer = make_analyzer(s["analyzer"], **analyzer_options(s))
             self._analyzer_pool = AnalyzerPool(analyzer, num_workers=s["analyzer_num_workers"])
         return self._analyzer_pool
-
-    @property
-    def analyzer_actor(self):
-        if self._analyzer_actor is None:
-            from opid_rllib.analyzer.actor import start_analyzer_actor
-
-            s = self.settings
-            self._analyzer_actor = start_analyzer_actor(s["analyzer"], s["analyzer_num_workers"],
-                                                        **self._analyzer_options())
-        return self._analyzer_actor
 
     # ---- the grouped rollout ------------------------------------------------------------
     def sample_groups(self, task_ids: Sequence[str], *, explore: bool = True, analyze: bool | None = None,
@@ -236,7 +222,7 @@ class GroupedTextEnvRunner(SingleAgentEnvRunner):
                 self._step_slot(sl, prompt, gen, was_cut, counts)
                 if sl["done"] and analyze and self._should_analyze(sl):
                     if self.defer_analyses:  # pipelined: the driver collects it (pipeline.collect_analyses)
-                        ref = self.analyzer_actor.analyze.remote(self._trajectory_record(sl))
+                        ref = self._analyzer_actor.analyze.remote(self._trajectory_record(sl))
                         sl["episode"].custom_data["opid"][ANALYSIS_REF] = ref
                     else:
                         futures[id(sl)] = self.analyzer_pool.submit(self._trajectory_record(sl))

@@ -40,6 +40,11 @@ def sample_batch(runner, task_ids, state, version: int) -> tuple[list, Any, dict
     t0 = time.perf_counter()
     last = getattr(runner, "_pipeline_last_end", None)
     runner.set_state(state)
+    s = runner.settings
+    if runner._analyzer_actor is None and s["analyzer"] not in (None, "none"):
+        from opid_rllib.analyzer.actor import analyzer_options, start_analyzer_actor
+
+        runner._analyzer_actor = start_analyzer_actor(s["analyzer"], s["analyzer_num_workers"], **analyzer_options(s))
     runner.defer_analyses = True
     episodes = runner.sample_groups(task_ids) if task_ids else []
     for ep in episodes:

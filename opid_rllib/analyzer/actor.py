@@ -30,6 +30,12 @@ class AnalyzerActor:
         return self._pool.stats()
 
 
+def analyzer_options(settings: dict) -> dict:
+    """The analyzer's constructor options from an env runner's settings (OPIDConfig.opid_runner_settings)."""
+    return dict(max_step_skills=settings["max_step_skills_per_traj"], **dict(settings["analyzer_config"]),
+                **dict(settings["hindsight_options"] or {}))
+
+
 def start_analyzer_actor(name: str, num_workers: int, **options: Any):
     """A handle to a new AnalyzerActor, owned by the calling process (an env runner): it goes when that process does."""
     import ray
