@@ -126,7 +126,8 @@ def learning_summary(rung0_serial: dict, rung0_pipelined: dict, rung1_pipelined:
 #   python tuned_examples/alfworld_rung1.py --preset grpo --seeds S --rollout-staleness 1 --as-test --json X
 LEARNING_FILES = {"rung0_serial": "bench/results/pipeline_rung0_serial.json",
                   "rung0_pipelined": "bench/results/pipeline_rung0_part*.json",
-                  "rung1_pipelined": "bench/results/pipeline_rung1_seed*.json"}  # one file per seed
+                  "rung1_pipelined": "bench/results/pipeline_rung1_seed*.json",  # one file per seed
+                  "rung1_pipelined_default": "bench/results/pipeline_rung1_default_seed*.json"}
 
 
 def add_learning(json_path: str) -> dict:
@@ -143,8 +144,13 @@ def add_learning(json_path: str) -> dict:
             runs[key] = {"runs": [r for d in loaded for r in d["runs"]]}
             files[key] = paths
     out["summary"].update(learning_summary(runs["rung0_serial"], runs["rung0_pipelined"], runs.get("rung1_pipelined")))
-    out["summary"]["recompute_old_logp"] = ("rung 0: False (the pipelined default); rung 1 and the speed arms: True, "
-                                            "the first default (the same forward passes; docs/LEARNING_GATE.md)")
+    if "rung1_pipelined_default" in runs:  # rung 1 again with the final default (seeds 1-2)
+        out["summary"]["rung1_grpo_passes_default"] = [r["seed"] for r in runs["rung1_pipelined_default"]["runs"]
+                                                       if r["iters_to_target"] is not None]
+        out["summary"]["rung1_default_seeds_run"] = [r["seed"] for r in runs["rung1_pipelined_default"]["runs"]]
+    out["summary"]["recompute_old_logp"] = ("rung 0 and rung1_*_default: False (the pipelined default); rung 1 and the speed "
+                                            "arms: True, the first default (the same forward passes; "
+                                            "docs/LEARNING_GATE.md)")
     out["learning_files"] = files
     Path(json_path).write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out["summary"], indent=1))
