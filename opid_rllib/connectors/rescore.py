@@ -54,7 +54,8 @@ class RescoreWithOldPolicy(ConnectorV2):
         t0 = time.perf_counter()
         recompute = self.recompute_old_logp or self.stale
         t.logp_old = module.score(t.prompt_ids, t.response_ids) if recompute else list(t.sampling_logp)
-        t.ratio_logp = t.logp_old if self.recompute_old_logp else list(t.sampling_logp)
+        # the same list unless a stale batch keeps the sampler's (combine.py then pads it once)
+        t.ratio_logp = list(t.sampling_logp) if self.stale and not self.recompute_old_logp else t.logp_old
         t_old = time.perf_counter() - t0
         if recompute:
             for key, value in logp_gap(t.sampling_logp, t.logp_old).items():
