@@ -90,23 +90,27 @@ class Heartbeat:
 
     def line(self) -> str:
         """`[opid] <label>: <phase>, <elapsed> in | <board>, ETA` (the board's ETA is for what it names)."""
-        now = time.perf_counter()
+        phase, now = self._phase, time.perf_counter()
+        if not phase:  # between phases (the exit's phase("") included) there is nothing to say
+            return ""
         in_phase = now - self._t_phase
         text, eta = board_text()
         if eta is not None:
             detail = f"{text}, {fmt_eta(eta, bool(BOARD.get('bound')))}"
-        elif self._phase in self.previous:
-            last = self.previous[self._phase]
+        elif phase in self.previous:
+            last = self.previous[phase]
             eta_text = f"{fmt_eta(max(0.0, last - in_phase))} (the last one took {fmt_s(last)})"
             detail = f"{text + ', ' if text else ''}{eta_text}"
         else:
             detail = f"{text + ', ' if text else ''}no ETA before the first iteration ends"
-        return f"{self.prefix} {self.label}: {self._phase}, {fmt_s(in_phase)} in | {detail}"
+        return f"{self.prefix} {self.label}: {phase}, {fmt_s(in_phase)} in | {detail}"
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):
             try:
-                self.write(self.line())
+                line = self.line()
+                if line:
+                    self.write(line)
             except Exception:  # noqa: BLE001 - a progress line must never break training
                 pass
 
@@ -117,10 +121,10 @@ class Heartbeat:
         return self
 
     def __exit__(self, *exc) -> None:
+        self._stop.set()  # first: a line printed mid-exit would name no phase
         self.phase("")
         self.durations.pop("", None)
         self.previous.update(self.durations)
-        self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=1.0)
 

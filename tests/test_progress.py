@@ -113,3 +113,12 @@ def test_one_torch_thread_by_default_on_cpu_unless_set(monkeypatch):
     monkeypatch.setattr(quiet, "_has_cuda", lambda: True)
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert quiet.default_torch_threads(None) is None
+
+
+def test_no_line_names_no_phase():
+    """Before the first phase and during the exit there is nothing to say (CI once caught a line with no phase)."""
+    with Heartbeat("x", every_s=0) as beat:
+        assert beat.line() == ""
+        beat.phase("rollouts")
+        assert beat.line().startswith("[opid] x: rollouts, ")
+    assert beat.line() == ""
