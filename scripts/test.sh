@@ -27,6 +27,7 @@ if [ "$#" -eq 0 ]; then set -- tests; fi
 # one torch thread, so files side by side fill the 2 cores (12 min 52 s cold with three; two took 13 min 57 s on the
 # suite that still held OPID's rung-0 run, with a third of the CPU idle); the conftest starts the longest files first.
 # TEST_WORKERS=N sets another count, 1 runs serially.
-WORKERS=(-n "${TEST_WORKERS:-3}" --dist loadfile)
+# --no-loadscope-reorder: xdist otherwise sorts files by their test count, which sent the one-test learning file last.
+WORKERS=(-n "${TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder)
 if [ "${TEST_WORKERS:-3}" = 1 ]; then WORKERS=(); fi
 exec python -m pytest -q ${WORKERS[@]+"${WORKERS[@]}"} "$@"

@@ -31,8 +31,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         if STUDIES_TESTS in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.studies)
-    # Longest first: scripts/test.sh runs the files on 2 workers (pytest-xdist, --dist loadfile), which take files
-    # in this order, so the learning tests (minutes each) start at once instead of leaving one worker busy at the end.
+    # Longest first: scripts/test.sh runs the files on pytest-xdist workers (--dist loadfile --no-loadscope-reorder),
+    # which take files in this order, so the learning tests (minutes each) start at once instead of leaving one worker
+    # busy at the end (xdist's default reorder by test count ran the one-test learning file last: a 5-min tail).
     rank: dict[str, int] = {}
     for item in items:
         rank[item.fspath] = min(rank.get(item.fspath, 2), _run_order(item))

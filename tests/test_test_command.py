@@ -65,8 +65,8 @@ def test_license_is_declared_in_the_form_setuptools_keeps_reading():
 
 
 @pytest.mark.slow  # a pytest subprocess
-def test_the_longest_files_come_first_for_the_two_workers():
-    """scripts/test.sh runs files on 2 xdist workers in collection order: the conftest puts the learning tests (minutes
+def test_the_longest_files_come_first_for_the_workers():
+    """scripts/test.sh runs files on xdist workers in collection order: the conftest puts the learning tests (minutes
     each) first and the other slow ones next, each file in its own order, so no worker is left with one at the end."""
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
                         "tests/test_test_command.py", "tests/learning/test_rung0.py", "tests/test_corridor.py"],
@@ -79,3 +79,26 @@ def test_the_longest_files_come_first_for_the_two_workers():
     assert mine == sorted(mine, key=lambda name: source.index(f"def {name}(")), mine  # the file's own order
     sh = (ROOT / "scripts" / "test.sh").read_text()
     assert "--dist loadfile" in sh and "pytest-xdist" in (ROOT / "pyproject.toml").read_text()
+
+
+@pytest.mark.slow  # a pytest subprocess
+def test_xdist_runs_the_files_in_the_conftests_order_with_the_scripts_flags(tmp_path):
+    """With test.sh's own xdist flags the one-test learning file runs before files with more tests: xdist's default
+    reorders files by test count, which once started the suite's longest test last (a 5-min one-worker tail)."""
+    line = next(x for x in (ROOT / "scripts" / "test.sh").read_text().splitlines() if x.startswith("WORKERS=(-n "))
+    flags = line.split(")")[0].split()[2:]  # after -n "<count>"
+    (tmp_path / "conftest.py").write_text(
+        "from tests.conftest import pytest_collection_modifyitems  # noqa: F401  the suite's order\n"
+        "def pytest_configure(config):\n"
+        "    config.addinivalue_line('markers', 'learning: a learning test')\n")
+    log = tmp_path / "order.log"
+    body = "def test_{i}():\n    open({log!r}, 'a').write('{name}\\n')\n"
+    (tmp_path / "test_learning.py").write_text("import pytest\n\n@pytest.mark.learning\n"
+                                               + body.format(i=0, log=str(log), name="learning"))
+    for name, n in (("test_many.py", 5), ("test_some.py", 3)):
+        (tmp_path / name).write_text("".join(body.format(i=i, log=str(log), name=name) for i in range(n)))
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1", *flags, "."],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert log.read_text().splitlines()[0] == "learning", log.read_text()
