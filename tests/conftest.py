@@ -9,6 +9,10 @@ import pytest
 # Built artefacts (tiny model, generated games) are cached once per checkout, not per test.
 os.environ.setdefault("OPID_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".cache" / "opid"))
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+# Every ray.init() without an address starts its own local instance: Ray otherwise joins the newest cluster that
+# `ray start` or cluster_utils.Cluster left in /tmp/ray/ray_current_cluster, i.e. test_two_nodes' while it runs beside
+# other files (their ray.init(num_cpus=...) then failed, and its shutdown took a worker down). Subprocesses inherit it.
+os.environ["RAY_ADDRESS"] = "local"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # One torch thread per process (set before torch is imported; subprocesses inherit it, as Ray's workers already
 # do): the suite's models are small and gain little from a second thread, and on 2 cores shared with Ray actors or

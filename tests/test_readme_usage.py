@@ -77,7 +77,7 @@ def test_usage_block_runs_as_printed(tmp_path):
     """The README's chain in a scratch folder: warm start -> Tune run (a readable piped console, its checkpoint
     printed) -> export of that path -> evaluation -> report."""
     lines = usage_lines((ROOT / "README.md").read_text())
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_COLOR_PREFIX")}
+    env = {k: v for k, v in os.environ.items() if k != "RAY_COLOR_PREFIX"}  # RAY_ADDRESS=local stays (conftest)
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""))
     printed, times = "", {}
     for argv in lines:

@@ -27,7 +27,7 @@ HARMLESS = ("Install gputil", "DeprecationWarning", "RLModuleConfig", "new API s
 def test_opid_train_says_where_it_is_and_what_it_wrote(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "RAY_ADDRESS")}
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}  # RAY_ADDRESS=local stays (conftest)
     # a fresh HOME shows what the run creates there; the model cache stays the shared one (no rebuild)
     env.update(HOME=str(home), OPID_CACHE_DIR=str(default_cache_dir()), PYTHONPATH=str(ROOT))
     out = tmp_path / "run"
