@@ -51,6 +51,18 @@ def _run_order(item) -> int:
     return 1 if item.get_closest_marker("slow") is not None else 2
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _no_ray_left_to_the_next_file():
+    """A file leaves no Ray session in its worker: several files assert that Ray did not start (their checks run
+    before it), and which file a worker runs next is xdist's choice."""
+    yield
+    import sys
+
+    ray = sys.modules.get("ray")  # not imported: nothing to stop (the fast tests never import it)
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
 @pytest.fixture
 def one_thread():
     """One torch thread: on a busy 2-core box two threads are several times slower for this tiny
