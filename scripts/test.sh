@@ -24,10 +24,10 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
 fi
 if [ "$#" -eq 0 ]; then set -- tests; fi
 # Three pytest workers, one test file each at a time (pytest-xdist): most tests wait on Ray or a subprocess, or run
-# one torch thread, so files side by side fill the 2 cores (12 min 52 s cold with three; two took 13 min 57 s on the
-# suite that still held OPID's rung-0 run, with a third of the CPU idle); the conftest starts the longest files first.
-# TEST_WORKERS=N sets another count, 1 runs serially.
-# --no-loadscope-reorder: xdist otherwise sorts files by their test count, which sent the one-test learning file last.
+# one torch thread, so files side by side fill the 2 cores. The conftest starts the longest files first and
+# --no-loadscope-reorder keeps that order (xdist's default sorts files by test count, which started the one-test
+# learning file last: 12 min 56 s cold, the last 5 min on one core; in order, 11 min 08 s with both cores busy
+# throughout). TEST_WORKERS=N sets another count, 1 runs serially.
 WORKERS=(-n "${TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder)
 if [ "${TEST_WORKERS:-3}" = 1 ]; then WORKERS=(); fi
 exec python -m pytest -q ${WORKERS[@]+"${WORKERS[@]}"} "$@"

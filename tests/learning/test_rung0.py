@@ -2,7 +2,7 @@
 goes from chance to >= 90 % success on Signpost within a fixed number of iterations (tuned_examples/signpost_rung0.py;
 docs/LEARNING_GATE.md). OPID's rung-0 run is the script's (`--preset opid --as-test`, 2.5 min), not the suite's: OPID's
 learning test is tests/learning/test_opid_skills.py, which asks more of it (learn where GRPO cannot) and fails on the
-skill path's breaks; the suite keeps to 10 minutes on 2 cores. A loop with the
+skill path's breaks; the suite aims at 10 minutes on 2 cores. A loop with the
 advantage sign flipped or no optimizer step fails to learn; one fed the old log-probs of other rows still learns
 (one optimizer step per iteration: the ratio only reweights), and fails the on-policy check instead (checked by hand,
 docs/LEARNING_GATE.md)."""
