@@ -23,11 +23,11 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   fi
 fi
 if [ "$#" -eq 0 ]; then set -- tests; fi
-# Three pytest workers, one test file each at a time (pytest-xdist): most tests wait on Ray or a subprocess, or run
-# one torch thread, so files side by side fill the 2 cores. The conftest starts the longest files first and
+# Two pytest workers, one test file each at a time (pytest-xdist), for the 2 cores: run serially the suite keeps one
+# core busy (1,108 CPU-s in 18 min 02 s, its Ray tests rarely wait), and a third worker only adds switching (three
+# workers: 10 min 22 s and 11 min 08 s cold, two: 10 min 01 s). The conftest starts the longest files first and
 # --no-loadscope-reorder keeps that order (xdist's default sorts files by test count, which started the one-test
-# learning file last: 12 min 56 s cold, the last 5 min on one core; in order, 10 min 22 s and 11 min 08 s, both cores
-# busy throughout). TEST_WORKERS=N sets another count, 1 runs serially.
-WORKERS=(-n "${TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder)
-if [ "${TEST_WORKERS:-3}" = 1 ]; then WORKERS=(); fi
+# learning file last: a 5-min one-worker tail). TEST_WORKERS=N sets another count, 1 runs serially.
+WORKERS=(-n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
+if [ "${TEST_WORKERS:-2}" = 1 ]; then WORKERS=(); fi
 exec python -m pytest -q ${WORKERS[@]+"${WORKERS[@]}"} "$@"

@@ -271,8 +271,12 @@ def run_experiment(cfg, args=None) -> int:
     output = os.path.abspath(args.output or os.path.join("outputs", "train"))
     os.makedirs(output, exist_ok=True)
     quiet_ray_start()
+    # A caller's Ray session (a script or a test that runs several jobs in one) is joined and left running, as
+    # tune.Tuner does; a session started here is shut down at the end.
+    joined = ray.is_initialized()
     ctx = ray.init(num_cpus=args.num_cpus or None, ignore_reinit_error=True, include_dashboard=False)
-    print(f"[opid-train] Ray's logs for this session: {ray_session_dir(ctx)}", flush=True)
+    whose = "the caller's Ray session (joined)" if joined else "this session"
+    print(f"[opid-train] Ray's logs for {whose}: {ray_session_dir(ctx)}", flush=True)
     try:
         if args.no_tune:
             return run_no_tune(cfg, args, output)
@@ -306,7 +310,8 @@ def run_experiment(cfg, args=None) -> int:
                             episodes=args.select_episodes, max_steps=args.select_max_steps, **by_eval)
         return 1 if errors else 0
     finally:
-        ray.shutdown()
+        if not joined:
+            ray.shutdown()
 
 
 def set_progress_interval(cfg, args, num_samples: int) -> None:

@@ -72,6 +72,35 @@ def test_evaluation_metrics_are_the_eval_table_as_numbers():
 
 @pytest.mark.ray
 @pytest.mark.slow
+def test_a_sweep_ranks_on_the_final_evaluation_and_asha_reads_it(tmp_path):
+    """A Tune grid whose scheduler's metric is evaluation/success_rate: every trial reports it, ASHA runs on it,
+    and sweep.json ranks the points on each trial's final evaluation. The file's first Ray test: the session that
+    run_experiment starts is its own, and it is shut down at the end (the other tests join the file's session)."""
+    import json
+
+    import ray
+    from ray import tune
+
+    from opid_rllib.cli.train import run_experiment
+
+    assert not ray.is_initialized()
+    cfg = tiny_config("searchqa", max_steps=2, tasks_per_iter=1, max_new_tokens=8)
+    cfg.episode_skill_adv_weight = tune.grid_search([0.0, 0.01])
+    rc = run_experiment(cfg, ["--stop-iters", "2", "--eval-interval", "1", "--eval-panel", PANEL, "--eval-episodes",
+                              "2", "--asha-grace", "1", "--num-cpus", "2", "--verbose", "0", "--output", str(tmp_path)])
+    assert rc == 0 and not ray.is_initialized()  # the session it started is gone (a caller's stays: test_train_e2e)
+    sel = json.load(open(tmp_path / "sweep.json"))
+    assert sel["metric"] == "evaluation/success_rate" and sel["scope"] == "final evaluation"
+    assert len(sel["trials"]) == 2
+    for t in sel["trials"]:
+        with open(os.path.join(t["path"], "result.json")) as f:
+            rows = [json.loads(line) for line in f]
+        assert [r["evaluation"]["evaluated_at_iteration"] for r in rows] == [1, 2][:len(rows)]
+        assert t["history"] == [rows[-1]["evaluation"]["success_rate"]]
+
+
+@pytest.mark.ray
+@pytest.mark.slow
 def test_in_training_evaluation_equals_opid_eval_on_the_same_weights(ray_local, tmp_path):
     """Two remote evaluation runners split the chunks; the records equal one opid-eval play of the saved weights
     (same panel, episodes, seed and chunking), so the curve can be trusted. Evaluation runs with no analyzer and
@@ -135,7 +164,7 @@ def test_evaluation_does_not_change_what_training_learns(ray_local):
 
 
 @pytest.mark.ray
-def test_opid_train_eval_flags_log_evaluation_to_results_tensorboard_and_the_report(tmp_path):
+def test_opid_train_eval_flags_log_evaluation_to_results_tensorboard_and_the_report(ray_local, tmp_path):
     """--eval-interval 2 with --stop-iters 3: iterations 2 and 3 (the last) are evaluated; result.json carries
     evaluation/ in RLlib's layout, TensorBoard has the curve at the iterations measured, opid-report draws it."""
     import json
@@ -157,33 +186,6 @@ def test_opid_train_eval_flags_log_evaluation_to_results_tensorboard_and_the_rep
     assert scalar_steps(tmp_path, "evaluation/success_rate") == [2, 3]
     made = report_run(tmp_path, tmp_path / "report")
     assert (tmp_path / "report" / "evaluation.png").is_file(), made
-
-
-@pytest.mark.ray
-@pytest.mark.slow
-def test_a_sweep_ranks_on_the_final_evaluation_and_asha_reads_it(tmp_path):
-    """A Tune grid whose scheduler's metric is evaluation/success_rate: every trial reports it, ASHA runs on it,
-    and sweep.json ranks the points on each trial's final evaluation."""
-    import json
-
-    import ray
-    from ray import tune
-
-    from opid_rllib.cli.train import run_experiment
-
-    cfg = tiny_config("searchqa", max_steps=2, tasks_per_iter=1, max_new_tokens=8)
-    cfg.episode_skill_adv_weight = tune.grid_search([0.0, 0.01])
-    rc = run_experiment(cfg, ["--stop-iters", "2", "--eval-interval", "1", "--eval-panel", PANEL, "--eval-episodes",
-                              "2", "--asha-grace", "1", "--num-cpus", "2", "--verbose", "0", "--output", str(tmp_path)])
-    assert rc == 0 and not ray.is_initialized()
-    sel = json.load(open(tmp_path / "sweep.json"))
-    assert sel["metric"] == "evaluation/success_rate" and sel["scope"] == "final evaluation"
-    assert len(sel["trials"]) == 2
-    for t in sel["trials"]:
-        with open(os.path.join(t["path"], "result.json")) as f:
-            rows = [json.loads(line) for line in f]
-        assert [r["evaluation"]["evaluated_at_iteration"] for r in rows] == [1, 2][:len(rows)]
-        assert t["history"] == [rows[-1]["evaluation"]["success_rate"]]
 
 
 @pytest.mark.ray

@@ -140,8 +140,16 @@ def test_a_stale_batch_scores_delta_on_one_set_of_weights_and_picks_its_ratio(st
         assert "is_weight" not in out
 
 
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray session for the file's Ray tests (a session costs about 5 CPU-s to start)."""
+    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
+    yield
+    ray.shutdown()
+
+
 @pytest.mark.ray
-def test_late_analyses_fall_back_to_the_grpo_signal_and_are_counted():
+def test_late_analyses_fall_back_to_the_grpo_signal_and_are_counted(ray_session):
     """Analyses arrive as Ray object refs; the driver waits for them until the deadline and no longer: a late one
     is an error analysis (no teacher term), counted, and the wait ends at the deadline."""
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
@@ -151,29 +159,25 @@ def test_late_analyses_fall_back_to_the_grpo_signal_and_are_counted():
     from opid_rllib.pipeline import collect_analyses
     from opid_rllib.prompts.skills import usable_skills
 
-    ray.init(num_cpus=1, include_dashboard=False, ignore_reinit_error=True)
-    try:
-        @ray.remote(num_cpus=0)
-        def analysis(delay_s):
-            time.sleep(delay_s)
-            return Skills(episode_skill="Open the red door first.", episode_summary="ok").to_dict()
+    @ray.remote(num_cpus=0)
+    def analysis(delay_s):
+        time.sleep(delay_s)
+        return Skills(episode_skill="Open the red door first.", episode_summary="ok").to_dict()
 
-        episodes = []
-        for delay in (0.0, 0.0, 5.0):
-            ep = SingleAgentEpisode()
-            ep.custom_data["opid"] = {ANALYSIS_REF: analysis.remote(delay)}
-            episodes.append(ep)
-        ray.get(episodes[0].custom_data["opid"][ANALYSIS_REF])
-        t0 = time.monotonic()
-        stats = collect_analyses(episodes, deadline=t0 + 1.0)
-        assert 0.5 < time.monotonic() - t0 < 3.0
-        assert stats["late_analyses"] == 1
-        skills = [ep.custom_data["opid"]["skills"] for ep in episodes]
-        assert all(ANALYSIS_REF not in ep.custom_data["opid"] for ep in episodes)
-        assert usable_skills(skills[0]) is not None and usable_skills(skills[1]) is not None
-        assert "late analysis" in skills[2]["error"] and usable_skills(skills[2]) is None
-    finally:
-        ray.shutdown()
+    episodes = []
+    for delay in (0.0, 0.0, 5.0):
+        ep = SingleAgentEpisode()
+        ep.custom_data["opid"] = {ANALYSIS_REF: analysis.remote(delay)}
+        episodes.append(ep)
+    ray.get(episodes[0].custom_data["opid"][ANALYSIS_REF])
+    t0 = time.monotonic()
+    stats = collect_analyses(episodes, deadline=t0 + 1.0)
+    assert 0.5 < time.monotonic() - t0 < 3.0
+    assert stats["late_analyses"] == 1
+    skills = [ep.custom_data["opid"]["skills"] for ep in episodes]
+    assert all(ANALYSIS_REF not in ep.custom_data["opid"] for ep in episodes)
+    assert usable_skills(skills[0]) is not None and usable_skills(skills[1]) is not None
+    assert "late analysis" in skills[2]["error"] and usable_skills(skills[2]) is None
 
 
 def _weights(algo) -> dict:
@@ -182,13 +186,13 @@ def _weights(algo) -> dict:
 
 
 @pytest.mark.ray
-def test_a_pipelined_run_logs_its_lag_and_resumes_exactly_from_a_checkpoint_with_a_batch_in_flight(tmp_path):
+def test_a_pipelined_run_logs_its_lag_and_resumes_exactly_from_a_checkpoint_with_a_batch_in_flight(ray_session,
+                                                                                                    tmp_path):
     """One remote runner samples batch k+1 while the (local) learner updates on batch k: from the second iteration
     on every batch is one update behind, the sampler-learner log-prob gap is logged, and a checkpoint taken
     with a batch in flight resumes to the same weights and the same next batch."""
     cfg = tiny_config(max_steps=2, max_new_tokens=8, rollout_staleness=1, lr=1e-3)
     cfg.env_runners(num_env_runners=1)
-    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
     algo = cfg.build_algo()
     try:
         first = algo.train()
@@ -214,4 +218,3 @@ def test_a_pipelined_run_logs_its_lag_and_resumes_exactly_from_a_checkpoint_with
         assert again["opid"]["success_rate"] == third["opid"]["success_rate"]
     finally:
         algo.stop()
-        ray.shutdown()

@@ -18,14 +18,14 @@ pytestmark = pytest.mark.ray
 
 @pytest.fixture(scope="module")
 def ray_local():
-    """A local Ray session with room for two learners and a runner; the tests that start their own session
-    (the CLI, the sweep's subprocess) come before its user."""
+    """A local Ray session with room for two learners and a runner, shared by the file's tests: opid-train's main()
+    joins it and leaves it running (a session costs about 5 CPU-s to start)."""
     ray.init(num_cpus=4, include_dashboard=False, ignore_reinit_error=True)
     yield
     ray.shutdown()
 
 
-def test_opid_train_cli_two_iterations(tmp_path):
+def test_opid_train_cli_two_iterations(ray_local, tmp_path):
     """Through Tune, with two learners sharding the policy (sharding="fsdp"): result.json names the sharding and the
     once-per-update gather, and the final checkpoint exports to a folder transformers loads, with trained weights."""
     from transformers import AutoModelForCausalLM
@@ -37,7 +37,7 @@ def test_opid_train_cli_two_iterations(tmp_path):
     rc = main(["--env", "searchqa", "--cpu-example", "--stop-iters", "2", "--max-steps", "2",
                "--tasks-per-iter", "2", "--group-size", "2", "--max-new-tokens", "8", "--num-learners", "2",
                "--sharding", "fsdp", "--output", str(tmp_path), "--checkpoint-at-end", "--num-cpus", "4"])
-    assert rc == 0
+    assert rc == 0 and ray.is_initialized()  # the caller's session stays up (one it starts itself goes: test_evaluation)
     trial = glob.glob(str(tmp_path / "opid-searchqa" / "OPID_*"))[0]
     rows = [json.loads(line) for line in open(os.path.join(trial, "result.json"))]
     assert [r["training_iteration"] for r in rows] == [1, 2]
@@ -59,7 +59,7 @@ def test_opid_train_cli_two_iterations(tmp_path):
     assert rec["skills"]["episode_skill"] and len(rec["routed"]) == len(rec["actions"])
 
 
-def test_opid_train_no_tune_resumed_after_a_cut_logs_each_iteration_once(tmp_path):
+def test_opid_train_no_tune_resumed_after_a_cut_logs_each_iteration_once(ray_local, tmp_path):
     """A --no-tune run cut after its last checkpoint had logged the iterations it plays again on --resume: the
     resumed run's result.json and TensorBoard show each iteration once."""
     from opid_rllib.cli.train import main
