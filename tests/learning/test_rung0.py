@@ -35,13 +35,6 @@ def rung0():
     ray.shutdown()
 
 
-def test_the_format_only_base_starts_at_chance(rung0):
-    """One iteration at lr ~0: the base wins about (1/4)^2 + 2 (1/4)^2 (3/4) = 16 % of its episodes."""
-    recipe, base = rung0
-    res = recipe.run("grpo", base, seed=0, stop_iters=1, lr=1e-12)
-    assert res["curve"][0] <= 0.4
-
-
 # Seed 0 only, to keep the suite near 10 minutes on 2 cores: seeds 0-2 run in `python tuned_examples/signpost_rung0.py
 # --preset grpo --seeds 0,1,2 --as-test` (bench/results/learning_rung0.json), and the deliberate breaks were checked
 # against this test.
@@ -50,7 +43,9 @@ def test_grpo_learns_signpost(rung0, seed):
     recipe, base = rung0
     res = recipe.run("grpo", base, seed=seed)
     assert res["iters_to_target"] is not None, f"GRPO seed {seed} did not reach {recipe.TARGET}: {res['curve']}"
-    assert min(res["curve"][:2]) <= 0.4  # it started from chance
+    # It started from chance: iteration 1 samples with the base's weights (the update comes after), which win about
+    # (1/4)^2 + 2 (1/4)^2 (3/4) = 16 % of their episodes.
+    assert res["curve"][0] <= 0.4, res["curve"]
     # on-policy: the loss's old log-probs are the sampler's (ratio 1 at the iteration's only optimizer step)
     assert res["max_approx_kl_old"] < 1e-4, res["max_approx_kl_old"]
 
