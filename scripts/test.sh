@@ -25,9 +25,9 @@ fi
 if [ "$#" -eq 0 ]; then set -- tests; fi
 # Two pytest workers, one test file each at a time (pytest-xdist), for the 2 cores: run serially the suite keeps one
 # core busy (1,108 CPU-s in 18 min 02 s, its Ray tests rarely wait), and a third worker only adds switching (three
-# workers: 10 min 22 s and 11 min 08 s cold, two: 10 min 01 s). The conftest starts the longest files first and
-# --no-loadscope-reorder keeps that order (xdist's default sorts files by test count, which started the one-test
-# learning file last: a 5-min one-worker tail). TEST_WORKERS=N sets another count, 1 runs serially.
+# workers: 10 min 22 s and 11 min 08 s cold; two: 10 min 01 s and 9 min 48 s). The conftest starts the longest files
+# first and --no-loadscope-reorder keeps that order (xdist's default sorts files by test count, which started the
+# one-test learning file last: a 5-min one-worker tail). TEST_WORKERS=N sets another count, 1 runs serially.
 WORKERS=(-n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
 if [ "${TEST_WORKERS:-2}" = 1 ]; then WORKERS=(); fi
 exec python -m pytest -q ${WORKERS[@]+"${WORKERS[@]}"} "$@"
