@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how the learners hold the policy: none (default) replicates it and averages gradients; "
                         "fsdp shards weights, gradients and AdamW state across them (FSDP2; needs --num-learners >= 2)")
     g.add_argument("--num-gpus-per-learner", type=float, default=None, help="GPUs per learner (default: the config's)")
-    g.add_argument("--num-cpus", type=int, default=0, help="CPUs Ray may use (0: all); a Ray session already started in this process is joined as it is")
+    g.add_argument("--num-cpus", type=int, default=0,
+                   help="CPUs Ray may use (0: all); a Ray session already started in this process is joined as it is")
     g.add_argument("--torch-threads", type=int, default=None,
                    help="torch CPU threads in every process (driver, env runners, learners); default 1 without "
                         "CUDA, which was many times faster than torch's own on a busy 2-core machine")

@@ -37,7 +37,7 @@ def test_opid_train_cli_two_iterations(ray_local, tmp_path):
     rc = main(["--env", "searchqa", "--cpu-example", "--stop-iters", "2", "--max-steps", "2",
                "--tasks-per-iter", "2", "--group-size", "2", "--max-new-tokens", "8", "--num-learners", "2",
                "--sharding", "fsdp", "--output", str(tmp_path), "--checkpoint-at-end", "--num-cpus", "4"])
-    assert rc == 0 and ray.is_initialized()  # the caller's session stays up (one it starts itself goes: test_evaluation)
+    assert rc == 0 and ray.is_initialized()  # the caller's session stays up (one it starts goes: test_evaluation)
     trial = glob.glob(str(tmp_path / "opid-searchqa" / "OPID_*"))[0]
     rows = [json.loads(line) for line in open(os.path.join(trial, "result.json"))]
     assert [r["training_iteration"] for r in rows] == [1, 2]
