@@ -141,7 +141,7 @@ def test_a_stale_batch_scores_delta_on_one_set_of_weights_and_picks_its_ratio(st
 
 
 @pytest.fixture(scope="module")
-def ray_session():
+def ray_local():
     """One local Ray session for the file's Ray tests (a session costs about 5 CPU-s to start)."""
     ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
     yield
@@ -149,7 +149,7 @@ def ray_session():
 
 
 @pytest.mark.ray
-def test_late_analyses_fall_back_to_the_grpo_signal_and_are_counted(ray_session):
+def test_late_analyses_fall_back_to_the_grpo_signal_and_are_counted(ray_local):
     """Analyses arrive as Ray object refs; the driver waits for them until the deadline and no longer: a late one
     is an error analysis (no teacher term), counted, and the wait ends at the deadline."""
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
@@ -186,8 +186,7 @@ def _weights(algo) -> dict:
 
 
 @pytest.mark.ray
-def test_a_pipelined_run_logs_its_lag_and_resumes_exactly_from_a_checkpoint_with_a_batch_in_flight(ray_session,
-                                                                                                    tmp_path):
+def test_a_pipelined_run_logs_its_lag_and_resumes_exactly_from_a_checkpoint_with_a_batch_in_flight(ray_local, tmp_path):
     """One remote runner samples batch k+1 while the (local) learner updates on batch k: from the second iteration
     on every batch is one update behind, the sampler-learner log-prob gap is logged, and a checkpoint taken
     with a batch in flight resumes to the same weights and the same next batch."""
