@@ -208,11 +208,12 @@ def run(preset: str, model, seed: int, stop_iters: int = STOP_ITERS, log=print, 
     cfg = make_config(preset, model, seed, **overrides)
     if run_dir is not None:
         cfg.analyzer_settings(run_dir=str(run_dir))
-    gaps, skill = [], []
+    gaps, skill, outcome = [], [], []
 
     def observe(result):
         gaps.append(_sampler_gap(result))
         skill.append(_skill_stats(result))
+        outcome.append(_outcome_signal(result))
 
     curve, reached, seconds = train_until_target(cfg, f"[signpost-skills] {preset} seed {seed}", stop_iters, log,
                                                  on_result=observe, target=TARGET)
@@ -220,7 +221,7 @@ def run(preset: str, model, seed: int, stop_iters: int = STOP_ITERS, log=print, 
     return {"preset": preset, "seed": seed, "overrides": {k: v for k, v in overrides.items() if k != "analyzer_config"},
             "curve": curve, "iters_to_target": reached, "seconds": seconds,
             "max_sampler_gap": max(gaps) if gaps else None, "skill": skill,
-            "misrouted_steps": sum(int(x.get("misrouted", 0)) for x in skill)}
+            "misrouted_steps": sum(int(x.get("misrouted", 0)) for x in skill), "outcome_signal": outcome}
 
 
 def _skill_stats(result) -> dict:
@@ -237,6 +238,13 @@ def _skill_stats(result) -> dict:
            "episode_on_plan": finite(ep.get("on_plan_token_mean")),
            "misrouted": int(finite(step.get("on_plan_steps")) or 0) + int(finite(ep.get("off_plan_steps")) or 0)}
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items() if v is not None}
+
+
+def _outcome_signal(result) -> float | None:
+    """adv/outcome_abs_mean of one result: GRPO's whole advantage per response token. 0 when every group's episodes
+    scored alike (here: all failed, the base's start), where GRPO's policy term has nothing to push."""
+    v = result.get("learners", {}).get("opid", {}).get("adv", {}).get("outcome_abs_mean")
+    return None if v is None else round(float(v), 6)
 
 
 def _sampler_gap(result) -> float | None:
