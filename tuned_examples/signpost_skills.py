@@ -244,7 +244,7 @@ def _outcome_signal(result) -> float | None:
     """adv/outcome_abs_mean of one result: GRPO's whole advantage per response token. 0 when every group's episodes
     scored alike (here: all failed, the base's start), where GRPO's policy term has nothing to push."""
     v = result.get("learners", {}).get("opid", {}).get("adv", {}).get("outcome_abs_mean")
-    return None if v is None else round(float(v), 6)
+    return None if v is None else float(v)  # unrounded: the learning test asks for exact zeros
 
 
 def _sampler_gap(result) -> float | None:

@@ -8,11 +8,10 @@ start where its own batches carry no outcome signal at all: every group of its f
 advantage was zero on every token and only the skill term moved the policy. GRPO's own curve on the houses is
 bench/learning_gap.py's comparison (`python -m bench.learning_gap runs --arms grpo,opid --seeds 0,1,2`: GRPO at most
 12.5 % in 30 iterations), not this test's: a GRPO arm here cost a minute of the suite's two cores to show the zero
-advantage that this test reads directly. A broken skill path
-fails it (each break checked in a scratch copy, docs/LEARNING_GATE.md): Delta's sign flipped, the skill not inserted
-(Delta 0: GRPO's signal alone, which left OPID at 0 %), step skills routed to the wrong step (the routing check), or
-the re-score taken with the weights after the update (the sampler-gap check: the re-score's log pi_old(y | x) must be
-the sampler's).
+advantage that this test reads directly. A broken skill path fails it (each break checked in a scratch copy,
+docs/LEARNING_GATE.md): Delta's sign flipped, the skill not inserted (Delta 0: GRPO's signal alone, which left OPID at
+0 %), step skills routed to the wrong step (the routing check), or the re-score taken with the weights after the update
+(the sampler-gap check: the re-score's log pi_old(y | x) must be the sampler's).
 """
 
 import importlib
